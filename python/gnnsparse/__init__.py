@@ -1,0 +1,27 @@
+"""gnnsparse: deterministic sparse kernels for graph neural networks.
+
+    import gnnsparse as gs
+    A = gs.CSR.from_edge_index(edge_index, num_nodes)
+    Y = gs.spmm(A, X, reduce="mean")          # NumPy -> SYCL CPU device; torch/CuPy CUDA -> CUDA kernels
+    E = gs.sddmm(A, X, X, op="dot")
+    out = gs.fusedmm(A, X, X, Z, edge="softmax")
+
+Backends are imported lazily, so the CUDA path works without dpctl and the SYCL path without torch.
+"""
+import os as _os
+import sys as _sys
+
+# The intel-opencl-rt wheel's ICD file points at a placeholder path; point the OpenCL ICD loader at
+# the real CPU runtime library before anything loads libsycl.
+_ocl = _os.path.join(_sys.prefix, "lib", "libintelocl.so")
+if not _os.environ.get("OCL_ICD_FILENAMES") and _os.path.exists(_ocl):
+    _os.environ["OCL_ICD_FILENAMES"] = _ocl
+
+from . import reference  # noqa: E402
+from ._backends import BackendUnavailable, available_backends  # noqa: E402
+from ._csr import CSR  # noqa: E402
+from ._ops import fusedmm, sddmm, spmm  # noqa: E402
+from ._usm import USMArray  # noqa: E402
+
+__version__ = "0.1.0"
+__all__ = ["CSR", "spmm", "sddmm", "fusedmm", "reference", "available_backends", "BackendUnavailable", "USMArray"]

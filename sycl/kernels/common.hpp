@@ -1,0 +1,57 @@
+// Device-side helpers shared by the portable SYCL kernels: reductions as a policy
+// (init / update / write, as pytorch_scatter's reducer), so kernels never branch on the reduction.
+// Read by the run-time kernel_compiler (as an include file) and by icpx (ahead of time).
+#pragma once
+#include <sycl/ext/oneapi/free_function_queries.hpp>
+#include <sycl/ext/oneapi/kernel_properties/properties.hpp>
+
+namespace gnnsparse {
+namespace syclexp = sycl::ext::oneapi::experimental;
+
+enum : int { kSum = 0, kMean = 1, kMax = 2, kMin = 3 };
+enum : int { kDot = 0, kAdd = 1 };
+enum : int { kEdgeNone = 0, kEdgeLeakyRelu = 1, kEdgeExp = 2, kEdgeSoftmax = 3 };
+
+inline size_t global_id() { return sycl::ext::oneapi::this_work_item::get_nd_item<1>().get_global_id(0); }
+
+template <typename T>
+inline bool is_nan(T v) { return v != v; }  // kernels are built with -fno-fast-math
+
+// Reducer<T, R>: acc starts at init(); update() folds message v of edge k; write() gives the
+// output for a row with deg entries (empty rows give 0 and arg -1 whatever the reduction).
+template <typename T, int R>
+struct Reducer {
+  static T init() { return T(0); }
+  // max/min: a strict comparison keeps the first of equal values (ties -> smallest k);
+  // NaN wins over any number and, once held, is kept (numpy.max / numpy.argmax semantics).
+  static void update(T &acc, long &arg, T v, long k) {
+    if constexpr (R == kSum || R == kMean) {
+      acc += v;
+    } else {
+      const bool better = (R == kMax) ? (v > acc) : (v < acc);
+      if (arg < 0 || better || (is_nan(v) && !is_nan(acc))) {
+        acc = v;
+        arg = k;
+      }
+    }
+  }
+  static T write(T acc, long deg) {
+    if (deg == 0) return T(0);
+    if constexpr (R == kMean) return acc / T(deg);
+    return acc;
+  }
+  static constexpr bool has_arg = (R == kMax || R == kMin);
+};
+
+// Row containing edge k: the last r with rowptr[r] <= k (rows may be empty).
+template <typename I>
+inline long row_of_edge(const I *rowptr, long M, long k) {
+  long lo = 0, hi = M;  // invariant: rowptr[lo] <= k < rowptr[hi]
+  while (hi - lo > 1) {
+    long mid = lo + (hi - lo) / 2;
+    if (long(rowptr[mid]) <= k) lo = mid; else hi = mid;
+  }
+  return lo;
+}
+
+}  // namespace gnnsparse

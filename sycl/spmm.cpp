@@ -1,0 +1,21 @@
+// SpMM dispatch: ESIMD on devices that have it (when it covers the case), else the portable kernel.
+#include "launch.hpp"
+
+namespace gnnsparse::sycl_rt {
+
+sycl::event spmm(sycl::queue &q, const SpmmArgs &a, const Deps &deps) {
+  const DeviceCaps &caps = caps_of(q);
+  if (a.dtype == DType::f64 && !caps.fp64) throw std::invalid_argument("this SYCL device has no float64 support");
+  if (a.A.M == 0 || a.C == 0) return q.ext_oneapi_submit_barrier(deps);
+  if (caps.esimd)
+    if (auto e = esimd_spmm(q, a, deps)) return *e;
+  const RowPolicy p = row_policy(caps, a.C);
+  const std::string name = "gnnsparse::spmm_csr<" + dtype_cpp(a.dtype) + ", " + itype_cpp(a.A.itype) + ", " +
+                           std::to_string(int(a.reduce)) + ", " + tf(a.A.val != nullptr) + ", " +
+                           std::to_string(p.V) + ">";
+  sycl::kernel k = KernelCache::instance().get(q, "spmm.hpp", name);
+  return submit(q, k, size_t(a.A.M * p.ntiles), p.wg, deps, a.A.rowptr, a.A.col, a.A.val, a.X, a.Y,
+                static_cast<long *>(a.arg), long(a.A.M), long(a.C), long(p.ntiles));
+}
+
+}  // namespace gnnsparse::sycl_rt
