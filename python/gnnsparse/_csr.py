@@ -32,6 +32,10 @@ def _astype(x, dtype_name: str):
         return x.to(getattr(torch, dtype_name))
     if hasattr(x, "astype"):
         return x.astype(dtype_name)
+    if _arrays.kind(x) == "usm":
+        from ._usm import USMArray, usm_queue
+
+        return USMArray.from_numpy(_arrays.to_numpy(x).astype(dtype_name), usm_queue(x))
     raise TypeError(f"cannot convert {type(x).__name__} to {dtype_name}")
 
 
@@ -250,7 +254,7 @@ class CSR:
         if self.kind == "numpy":
             rowptr, col = backend.from_host(self.rowptr, like), backend.from_host(self.col, like)
             val = None
-            if self.val is not None:
+            if self.val is not None and val_dtype is not None:
                 hv = _arrays.to_numpy(self.val)
                 val = backend.from_host(hv.astype(val_dtype) if val_dtype != "bfloat16" else hv, like)
                 val = _astype(val, val_dtype)
@@ -259,7 +263,7 @@ class CSR:
                 raise ValueError(f"the CSR lives on {backend.device_key(self.rowptr)} but the dense inputs on "
                                  f"{backend.device_key(like)}; move one of them (CSR.to_like)")
             rowptr, col = self.rowptr, self.col
-            val = None if self.val is None else _astype(self.val, val_dtype)
+            val = None if self.val is None or val_dtype is None else _astype(self.val, val_dtype)
         out = (rowptr, col, val)
         self._cache[key] = out
         return out

@@ -17,6 +17,7 @@ from . import _arrays
 from ._usm import USMArray, usm_is_contiguous, usm_pointer, usm_queue
 
 name = "sycl"
+dtypes = ("float32", "float64")
 _REDUCE = {"sum": 0, "mean": 1, "max": 2, "min": 3}
 _OP = {"dot": 0, "add": 1}
 _EDGE = {"none": 0, "leaky_relu": 1, "exp": 2, "softmax": 3}

@@ -71,12 +71,21 @@ class USMArray:
     def asnumpy(self) -> np.ndarray:
         out = np.empty(self.shape, self.dtype)
         if out.nbytes:
+            _wait_for_queue(self.queue)
             host = self.memory.copy_to_host()
             out.reshape(-1).view(np.uint8)[:] = host[: out.nbytes]
         return out
 
     def __repr__(self):
         return f"USMArray(shape={self.shape}, dtype={self.dtype}, device={self.queue.sycl_device.name!r})"
+
+
+def _wait_for_queue(queue):
+    """Wait for the work gnnsparse (or dpnp) submitted to `queue`: dpctl's copy_to_host does not
+    order itself after kernels on an out-of-order queue."""
+    from dpctl.utils import SequentialOrderManager
+
+    SequentialOrderManager[queue].wait()
 
 
 def usm_pointer(x) -> int:
@@ -123,6 +132,7 @@ def usm_to_numpy(x) -> np.ndarray:
     shape = tuple(iface["shape"])
     out = np.empty(shape, dtype)
     if out.nbytes:
+        _wait_for_queue(usm_queue(x))
         mem = dpm.as_usm_memory(x)
         out.reshape(-1).view(np.uint8)[:] = np.asarray(mem.copy_to_host())[: out.nbytes]
     return out

@@ -41,7 +41,7 @@ def spmm(A, X, reduce: str = "sum", return_arg: bool = False, dtype=np.float64):
     if X.shape[0] != K:
         raise ValueError(f"X has {X.shape[0]} rows, A has {K} columns")
     tail = X.shape[1:]
-    Xf = X.reshape(K, -1)
+    Xf = X.reshape(K, int(np.prod(tail, dtype=np.int64)))
     C = Xf.shape[1]
     rowptr, col, val = _parts(A, dtype)
     rows = np.repeat(np.arange(M), np.diff(rowptr))

@@ -1,0 +1,61 @@
+"""Shared fixtures: seeded random CSR matrices of every awkward shape, backend availability."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gnnsparse as gs
+
+_AVAILABLE = gs.available_backends()
+
+
+def sycl_or_skip():
+    if not _AVAILABLE.get("sycl"):
+        from gnnsparse import _sycl_backend
+
+        _sycl_backend.available()
+        pytest.skip(f"SYCL backend unavailable: {_sycl_backend.unavailable_reason()}")
+
+
+@pytest.fixture
+def sycl():
+    sycl_or_skip()
+
+
+@pytest.fixture
+def rng(request):
+    # fresh inputs per test, reproducible from the test's name
+    return np.random.default_rng(abs(hash(request.node.nodeid)) % (2**32))
+
+
+def random_csr(rng, M, K, *, mean_deg=4.0, empty_frac=0.2, hub=0, weighted=True, dup=True,
+               index_dtype=np.int32, dtype=np.float32):
+    """M x K CSR with some empty rows, optionally one hub row of `hub` entries and repeated columns."""
+    deg = rng.poisson(mean_deg, M) if M else np.zeros(0, np.int64)
+    if M:
+        deg[rng.random(M) < empty_frac] = 0
+        if hub and K:
+            deg[rng.integers(M)] = hub
+    if K == 0:
+        deg[:] = 0
+    rowptr = np.zeros(M + 1, np.int64)
+    np.cumsum(deg, out=rowptr[1:])
+    nnz = int(rowptr[-1])
+    col = rng.integers(0, max(K, 1), nnz)
+    if dup and nnz > 3:
+        col[1] = col[0]  # a repeated (i, j) pair when row 0 has two entries; harmless otherwise
+    val = rng.standard_normal(nnz).astype(dtype) if weighted else None
+    return gs.CSR(rowptr.astype(index_dtype), col.astype(index_dtype), val, (M, K))
+
+
+# (M, K, mean degree, hub) -- odd sizes, rectangular, empty, one very long row
+SHAPES = [
+    (1, 1, 1.0, 0),
+    (7, 5, 2.0, 0),
+    (33, 65, 5.0, 0),
+    (200, 130, 8.0, 0),
+    (130, 200, 3.0, 1500),
+    (0, 4, 0.0, 0),
+    (9, 0, 0.0, 0),
+]
+WIDTHS = [1, 3, 16, 17, 64, 130]

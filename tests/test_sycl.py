@@ -1,0 +1,201 @@
+"""SYCL backend (NumPy on the SYCL CPU device, and USM arrays on a dpctl queue) against the oracle."""
+import numpy as np
+import pytest
+
+import gnnsparse as gs
+from gnnsparse import reference as ref
+
+from conftest import SHAPES, WIDTHS, random_csr
+
+pytestmark = [pytest.mark.sycl, pytest.mark.usefixtures("sycl")]
+TOL = {np.float32: dict(rtol=2e-5, atol=2e-5), np.float64: dict(rtol=1e-12, atol=1e-12)}
+
+
+def poisoned_like(a):
+    """Outputs are fresh arrays; this guards against kernels leaving elements unwritten by checking
+    that no NaN appears where the reference has none (inputs never contain NaN unless a test says so)."""
+    return a
+
+
+@pytest.mark.parametrize("M, K, deg, hub", SHAPES)
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min"])
+@pytest.mark.parametrize("weighted", [True, False])
+def test_spmm_shapes(rng, M, K, deg, hub, reduce, weighted):
+    A = random_csr(rng, M, K, mean_deg=deg, hub=hub, weighted=weighted)
+    for C in (1, 17, 130):
+        X = rng.standard_normal((K, C)).astype(np.float32)
+        if reduce in ("max", "min"):
+            Y, arg = gs.spmm(A, X, reduce, return_arg=True)
+            Yr, argr = ref.spmm(A, X, reduce, return_arg=True)
+            np.testing.assert_array_equal(arg, argr)
+        else:
+            Y, Yr = gs.spmm(A, X, reduce), ref.spmm(A, X, reduce)
+        assert Y.dtype == np.float32 and Y.shape == (M, C)
+        assert not np.isnan(Y).any()
+        # float32 sums of many terms: the error grows like sqrt(row length)
+        tol = 2e-5 * max(1.0, np.sqrt(A.degrees().max(initial=0)))
+        np.testing.assert_allclose(Y, Yr, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("C", WIDTHS)
+def test_spmm_dtypes_widths(rng, dtype, index_dtype, C):
+    A = random_csr(rng, 61, 47, mean_deg=6, index_dtype=index_dtype, dtype=dtype)
+    X = rng.standard_normal((47, C)).astype(dtype)
+    for reduce in ("sum", "max"):
+        got = gs.spmm(A, X, reduce, return_arg=reduce == "max")
+        want = ref.spmm(A, X, reduce, return_arg=reduce == "max")
+        if reduce == "max":
+            np.testing.assert_array_equal(got[1], want[1])
+            got, want = got[0], want[0]
+        assert got.dtype == dtype
+        np.testing.assert_allclose(got, want, **TOL[dtype])
+
+
+def test_spmm_extra_feature_axes_and_1d(rng):
+    A = random_csr(rng, 20, 15)
+    X = rng.standard_normal((15, 3, 4)).astype(np.float32)
+    np.testing.assert_allclose(gs.spmm(A, X), ref.spmm(A, X), **TOL[np.float32])
+    x = rng.standard_normal(15).astype(np.float32)
+    y = gs.spmm(A, x)
+    assert y.shape == (20,)
+    np.testing.assert_allclose(y, ref.spmm(A, x), **TOL[np.float32])
+
+
+def test_spmm_hub_row(rng):
+    A = random_csr(rng, 300, 5000, mean_deg=3, hub=100_000)
+    X = rng.standard_normal((5000, 8)).astype(np.float32)
+    np.testing.assert_allclose(gs.spmm(A, X, "mean"), ref.spmm(A, X, "mean"), rtol=1e-4, atol=1e-5)
+    y, arg = gs.spmm(A, X, "min", return_arg=True)
+    np.testing.assert_array_equal(arg, ref.spmm(A, X, "min", return_arg=True)[1])
+
+
+def test_nan_propagates_like_numpy(rng):
+    A = random_csr(rng, 40, 30, mean_deg=6, empty_frac=0)
+    X = rng.standard_normal((30, 5)).astype(np.float32)
+    X[3, 1] = np.nan
+    for reduce in ("sum", "mean", "max", "min"):
+        got = gs.spmm(A, X, reduce)
+        want = ref.spmm(A, X, reduce)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        np.testing.assert_allclose(got, want, **TOL[np.float32])
+    _, arg = gs.spmm(A, X, "max", return_arg=True)
+    np.testing.assert_array_equal(arg, ref.spmm(A, X, "max", return_arg=True)[1])
+
+
+def test_spmm_deterministic(rng):
+    A = random_csr(rng, 500, 400, mean_deg=30, hub=5000)
+    X = rng.standard_normal((400, 33)).astype(np.float32)
+    for reduce in ("sum", "mean", "max"):
+        first = gs.spmm(A, X, reduce)
+        for _ in range(3):
+            assert np.array_equal(gs.spmm(A, X, reduce), first, equal_nan=True)
+
+
+@pytest.mark.parametrize("M, K, deg, hub", SHAPES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sddmm_dot_add(rng, M, K, deg, hub, dtype):
+    A = random_csr(rng, M, K, mean_deg=deg, hub=hub, index_dtype=np.int64 if M % 2 else np.int32)
+    for F in (1, 7, 64):
+        X = rng.standard_normal((M, F)).astype(dtype)
+        Y = rng.standard_normal((K, F)).astype(dtype)
+        E = gs.sddmm(A, X, Y, "dot")
+        assert E.shape == (A.nnz,) and E.dtype == dtype
+        np.testing.assert_allclose(E, ref.sddmm(A, X, Y, "dot"), **TOL[dtype])
+    X3, Y3 = rng.standard_normal((M, 4, 9)).astype(dtype), rng.standard_normal((K, 4, 9)).astype(dtype)
+    np.testing.assert_allclose(gs.sddmm(A, X3, Y3), ref.sddmm(A, X3, Y3), **TOL[dtype])
+    Xa, Ya = rng.standard_normal((M, 3)).astype(dtype), rng.standard_normal((K, 3)).astype(dtype)
+    np.testing.assert_array_equal(gs.sddmm(A, Xa, Ya, "add"), ref.sddmm(A, Xa, Ya, "add").astype(dtype))
+    xa, ya = rng.standard_normal(M).astype(dtype), rng.standard_normal(K).astype(dtype)
+    assert gs.sddmm(A, xa, ya, "add").shape == (A.nnz,)
+
+
+@pytest.mark.parametrize("edge", ["none", "leaky_relu", "exp", "softmax"])
+@pytest.mark.parametrize("op", ["dot", "add"])
+@pytest.mark.parametrize("weighted", [True, False])
+def test_fusedmm(rng, edge, op, weighted):
+    A = random_csr(rng, 57, 43, mean_deg=5, hub=300, weighted=weighted)
+    H, F, D = 3, 6, 11
+    if op == "dot":
+        X, Y = rng.standard_normal((57, H, F)) * 0.3, rng.standard_normal((43, H, F)) * 0.3
+    else:
+        X, Y = rng.standard_normal((57, H)), rng.standard_normal((43, H))
+    Z = rng.standard_normal((43, H, D))
+    X, Y, Z = (a.astype(np.float32) for a in (X, Y, Z))
+    out, E = gs.fusedmm(A, X, Y, Z, op=op, edge=edge, slope=0.1, return_edges=True)
+    out_r, E_r = ref.fusedmm(A, X, Y, Z, op=op, edge=edge, slope=0.1, return_edges=True)
+    np.testing.assert_allclose(out, out_r, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(E, E_r, rtol=1e-4, atol=1e-5)
+    only = gs.fusedmm(A, X, Y, Z, op=op, edge=edge, slope=0.1)
+    assert np.array_equal(only, out)  # writing the edges does not change the result
+
+
+def test_fusedmm_single_head_2d(rng):
+    A = random_csr(rng, 30, 20)
+    X, Y, Z = (rng.standard_normal(s).astype(np.float64) for s in ((30, 5), (20, 5), (20, 7)))
+    out, E = gs.fusedmm(A, X, Y, Z, edge="softmax", return_edges=True)
+    assert out.shape == (30, 7) and E.shape == (A.nnz,)
+    out_r, E_r = ref.fusedmm(A, X, Y, Z, edge="softmax", return_edges=True)
+    np.testing.assert_allclose(out, out_r, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(E, E_r, rtol=1e-12, atol=1e-12)
+
+
+def test_non_contiguous_inputs_are_copied(rng):
+    A = random_csr(rng, 25, 30)
+    X = rng.standard_normal((30, 40)).astype(np.float32)[:, ::3]
+    assert not X.flags.c_contiguous
+    np.testing.assert_allclose(gs.spmm(A, X), ref.spmm(A, X), **TOL[np.float32])
+
+
+def test_from_edge_index_then_mean_aggregation(rng):
+    n, e = 100, 700
+    ei = rng.integers(0, n, (2, e))
+    A = gs.CSR.from_edge_index(ei, n)
+    X = rng.standard_normal((n, 8)).astype(np.float32)
+    want = np.zeros((n, 8))
+    np.add.at(want, ei[1], X[ei[0]])
+    cnt = np.bincount(ei[1], minlength=n)
+    want[cnt > 0] /= cnt[cnt > 0, None]
+    np.testing.assert_allclose(gs.spmm(A, X, "mean"), want, rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------- USM arrays on a dpctl queue
+def test_usm_inputs_stay_on_queue(rng):
+    import dpctl
+
+    q = dpctl.SyclQueue("opencl:cpu")
+    A = random_csr(rng, 64, 50, mean_deg=7)
+    X = rng.standard_normal((50, 12)).astype(np.float32)
+    Xu = gs.USMArray.from_numpy(X, q)
+    Y = gs.spmm(A, Xu, "sum")
+    assert isinstance(Y, gs.USMArray) and Y.queue == q and Y.shape == (64, 12)
+    np.testing.assert_allclose(Y.asnumpy(), ref.spmm(A, X), **TOL[np.float32])
+    # chained on the queue without host round trips: spmm then sddmm on the result
+    E = gs.sddmm(A, Y, Xu, "dot")
+    np.testing.assert_allclose(E.asnumpy(), ref.sddmm(A, ref.spmm(A, X), X), rtol=1e-4, atol=1e-4)
+    # a CSR that already lives in USM on the same queue
+    Au = gs.CSR(gs.USMArray.from_numpy(A.rowptr, q), gs.USMArray.from_numpy(A.col, q),
+                gs.USMArray.from_numpy(A.val, q), A.shape)
+    np.testing.assert_allclose(gs.spmm(Au, Xu).asnumpy(), ref.spmm(A, X), **TOL[np.float32])
+
+
+def test_usm_csr_validates_on_construction():
+    import dpctl
+
+    q = dpctl.SyclQueue("opencl:cpu")
+    with pytest.raises(ValueError, match="decreases at row 1"):
+        gs.CSR(gs.USMArray.from_numpy(np.array([0, 3, 2], np.int32), q),
+               gs.USMArray.from_numpy(np.array([0, 1], np.int32), q), None, (2, 3))
+
+
+def test_kernels_compiled_once_per_instance(rng):
+    from gnnsparse import _sycl
+
+    A = random_csr(rng, 40, 40)
+    X = rng.standard_normal((40, 16)).astype(np.float32)
+    gs.spmm(A, X, "sum")
+    n = _sycl.kernel_cache_size()
+    for _ in range(5):
+        gs.spmm(A, X, "sum")
+    assert _sycl.kernel_cache_size() == n
