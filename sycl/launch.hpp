@@ -25,6 +25,22 @@ inline RowPolicy row_policy(const DeviceCaps &caps, long C) {
   return p;
 }
 
+// Sub-group kernels: a sub-group of SG lanes covers SG * V features of one row per tile; V is the
+// smallest power of two (at most 8) covering the row, wider rows take ntiles tiles.
+struct SubgroupPolicy {
+  int V = 1;
+  long ntiles = 1;
+  size_t wg = 64;
+};
+inline SubgroupPolicy subgroup_policy(const DeviceCaps &caps, long C) {
+  SubgroupPolicy p;
+  const long sg = long(caps.preferred_sg);
+  while (p.V < 8 && long(p.V) * sg < C) p.V *= 2;
+  p.ntiles = std::max(1L, (C + sg * p.V - 1) / (sg * p.V));
+  p.wg = std::min<size_t>(caps.max_wg, size_t(sg) * 4);
+  return p;
+}
+
 inline const char *tf(bool b) { return b ? "true" : "false"; }
 
 template <typename... Args>

@@ -9,10 +9,19 @@ sycl::event spmm(sycl::queue &q, const SpmmArgs &a, const Deps &deps) {
   if (a.A.M == 0 || a.C == 0) return q.ext_oneapi_submit_barrier(deps);
   if (caps.esimd)
     if (auto e = esimd_spmm(q, a, deps)) return *e;
+  const std::string head = dtype_cpp(a.dtype) + ", " + itype_cpp(a.A.itype) + ", " + std::to_string(int(a.reduce)) +
+                           ", " + tf(a.A.val != nullptr) + ", ";
+  const long sg = long(caps.preferred_sg);
+  if (a.C >= sg) {  // sub-group per (row, feature tile)
+    const SubgroupPolicy p = subgroup_policy(caps, a.C);
+    const std::string name =
+        "gnnsparse::spmm_csr_sg<" + head + std::to_string(sg) + ", " + std::to_string(p.V) + ">";
+    sycl::kernel k = KernelCache::instance().get(q, "spmm.hpp", name);
+    return submit(q, k, size_t(a.A.M * p.ntiles) * size_t(sg), p.wg, deps, a.A.rowptr, a.A.col, a.A.val, a.X, a.Y,
+                  static_cast<long *>(a.arg), long(a.A.M), long(a.C), long(p.ntiles));
+  }
   const RowPolicy p = row_policy(caps, a.C);
-  const std::string name = "gnnsparse::spmm_csr<" + dtype_cpp(a.dtype) + ", " + itype_cpp(a.A.itype) + ", " +
-                           std::to_string(int(a.reduce)) + ", " + tf(a.A.val != nullptr) + ", " +
-                           std::to_string(p.V) + ">";
+  const std::string name = "gnnsparse::spmm_csr<" + head + std::to_string(p.V) + ">";
   sycl::kernel k = KernelCache::instance().get(q, "spmm.hpp", name);
   return submit(q, k, size_t(a.A.M * p.ntiles), p.wg, deps, a.A.rowptr, a.A.col, a.A.val, a.X, a.Y,
                 static_cast<long *>(a.arg), long(a.A.M), long(a.C), long(p.ntiles));

@@ -39,4 +39,53 @@ void spmm_csr(const I *rowptr, const I *col, const T *val, const T *X, T *Y, lon
   }
 }
 
+// Sub-group per (row, feature tile): the row index is uniform across the sub-group by construction
+// (it comes from the sub-group id), so rowptr/col/val loads are scalar and each lane's X loads are
+// one contiguous vector across the sub-group. Lane l owns features tile * SG * V + v * SG + l.
+// Used for wider rows (C >= SG); one sub-group walks the row's edges in order: deterministic.
+template <typename T, typename I, int R, bool W, int SG, int V>
+SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))
+SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<SG>))
+void spmm_csr_sg(const I *rowptr, const I *col, const T *val, const T *X, T *Y, long *arg, long M, long C,
+                 long ntiles) {
+  static_assert(V >= 1 && V <= 16, "features per lane");
+  using Red = Reducer<T, R>;
+  const auto it = sycl::ext::oneapi::this_work_item::get_nd_item<1>();
+  const auto sg = it.get_sub_group();
+  const long g = long(it.get_group(0)) * long(it.get_local_range(0) / SG) + long(sg.get_group_linear_id());
+  const long lane = long(sg.get_local_linear_id());
+  const long i = g / ntiles, tile = g % ntiles;
+  if (i >= M) return;
+  const long c0 = tile * SG * V + lane;
+  T acc[V];
+  long best[V];
+#pragma unroll
+  for (int v = 0; v < V; ++v) { acc[v] = Red::init(); best[v] = -1; }
+  const long b = long(rowptr[i]), e = long(rowptr[i + 1]);
+  if (c0 + (V - 1) * SG < C) {  // full tile: no per-feature bounds checks in the edge loop
+    for (long k = b; k < e; ++k) {
+      const T *x = X + long(col[k]) * C + c0;
+      const T w = W ? val[k] : T(1);
+#pragma unroll
+      for (int v = 0; v < V; ++v) Red::update(acc[v], best[v], W ? w * x[v * SG] : x[v * SG], k);
+    }
+  } else {
+    for (long k = b; k < e; ++k) {
+      const T *x = X + long(col[k]) * C + c0;
+      const T w = W ? val[k] : T(1);
+#pragma unroll
+      for (int v = 0; v < V; ++v)
+        if (c0 + v * SG < C) Red::update(acc[v], best[v], W ? w * x[v * SG] : x[v * SG], k);
+    }
+  }
+  T *y = Y + i * C + c0;
+#pragma unroll
+  for (int v = 0; v < V; ++v) {
+    if (c0 + v * SG >= C) break;
+    y[v * SG] = Red::write(acc[v], e - b);
+    if constexpr (Red::has_arg)
+      if (arg) arg[i * C + c0 + v * SG] = (e == b) ? -1 : best[v];
+  }
+}
+
 }  // namespace gnnsparse
