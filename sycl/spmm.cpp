@@ -20,6 +20,16 @@ sycl::event spmm(sycl::queue &q, const SpmmArgs &a, const Deps &deps) {
     return submit(q, k, size_t(a.A.M * p.ntiles) * size_t(sg), p.wg, deps, a.A.rowptr, a.A.col, a.A.val, a.X, a.Y,
                   static_cast<long *>(a.arg), long(a.A.M), long(a.C), long(p.ntiles));
   }
+  if (sg >= 2) {  // narrow rows: sub-group per row, lanes over edges
+    int V = 1;
+    while (V < a.C) V *= 2;
+    const std::string name =
+        "gnnsparse::spmm_csr_narrow<" + head + std::to_string(sg) + ", " + std::to_string(V) + ">";
+    sycl::kernel k = KernelCache::instance().get(q, "spmm.hpp", name);
+    const size_t wg = std::min<size_t>(caps.max_wg, size_t(sg) * 4);
+    return submit(q, k, size_t(a.A.M) * size_t(sg), wg, deps, a.A.rowptr, a.A.col, a.A.val, a.X, a.Y,
+                  static_cast<long *>(a.arg), long(a.A.M), long(a.C));
+  }
   const RowPolicy p = row_policy(caps, a.C);
   const std::string name = "gnnsparse::spmm_csr<" + head + std::to_string(p.V) + ">";
   sycl::kernel k = KernelCache::instance().get(q, "spmm.hpp", name);

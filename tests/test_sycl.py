@@ -199,3 +199,16 @@ def test_kernels_compiled_once_per_instance(rng):
     for _ in range(5):
         gs.spmm(A, X, "sum")
     assert _sycl.kernel_cache_size() == n
+
+
+@pytest.mark.parametrize("C", [1, 3, 16, 40])
+def test_max_min_ties_and_nan_every_kernel_shape(rng, C):
+    # integer-valued messages force ties; the smallest edge index must win in every kernel variant
+    A = random_csr(rng, 80, 12, mean_deg=20, empty_frac=0.1, weighted=False)
+    X = rng.integers(-2, 3, (12, C)).astype(np.float32)
+    X[rng.integers(12), rng.integers(C)] = np.nan
+    for reduce in ("max", "min"):
+        Y, arg = gs.spmm(A, X, reduce, return_arg=True)
+        Yr, argr = ref.spmm(A, X, reduce, return_arg=True)
+        np.testing.assert_array_equal(arg, argr)
+        np.testing.assert_array_equal(Y, Yr.astype(np.float32))

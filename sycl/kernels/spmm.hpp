@@ -4,6 +4,8 @@
 // X row (vector loads on a CPU, coalesced loads on a GPU) and every output element is produced
 // by exactly one work-item walking its row's edges in order: no atomics, bitwise reproducible.
 #pragma once
+#include <sycl/group_algorithm.hpp>
+
 #include "common.hpp"
 
 namespace gnnsparse {
@@ -86,6 +88,78 @@ void spmm_csr_sg(const I *rowptr, const I *col, const T *val, const T *X, T *Y, 
     if constexpr (Red::has_arg)
       if (arg) arg[i * C + c0 + v * SG] = (e == b) ? -1 : best[v];
   }
+}
+
+// Narrow rows (C < SG): a sub-group per row, lanes over the row's edges (lane l takes edges
+// b + l, b + l + SG, ...), each lane keeping all C <= V features, then a fixed butterfly combine
+// across lanes. The combine order depends only on SG, so results are bitwise reproducible; for
+// max/min the combine keeps (value, edge) pairs with the same NaN and tie rules as Reducer.
+template <typename T, int R>
+inline void combine(T &acc, long &arg, T other, long other_arg) {
+  if constexpr (R == kSum || R == kMean) {
+    acc += other;
+  } else {
+    if (other_arg < 0) return;
+    if (arg < 0) { acc = other; arg = other_arg; return; }
+    const bool an = is_nan(acc), on = is_nan(other);
+    bool take;
+    if (an || on) take = (an && on) ? other_arg < arg : on;
+    else if (other == acc) take = other_arg < arg;
+    else take = (R == kMax) ? (other > acc) : (other < acc);
+    if (take) { acc = other; arg = other_arg; }
+  }
+}
+
+template <typename T, typename I, int R, bool W, int SG, int V>
+SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))
+SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<SG>))
+void spmm_csr_narrow(const I *rowptr, const I *col, const T *val, const T *X, T *Y, long *arg, long M, long C) {
+  static_assert(V >= 1 && V <= SG, "a lane keeps all C <= V features");
+  using Red = Reducer<T, R>;
+  const auto it = sycl::ext::oneapi::this_work_item::get_nd_item<1>();
+  const auto sg = it.get_sub_group();
+  const long i = long(it.get_group(0)) * long(it.get_local_range(0) / SG) + long(sg.get_group_linear_id());
+  const int lane = int(sg.get_local_linear_id());
+  if (i >= M) return;
+  T acc[V];
+  long best[V];
+#pragma unroll
+  for (int v = 0; v < V; ++v) { acc[v] = Red::init(); best[v] = -1; }
+  const long b = long(rowptr[i]), e = long(rowptr[i + 1]);
+  for (long k = b + lane; k < e; k += SG) {
+    const T *x = X + long(col[k]) * C;
+    const T w = W ? val[k] : T(1);
+#pragma unroll
+    for (int v = 0; v < V; ++v)
+      if (v < C) Red::update(acc[v], best[v], W ? w * x[v] : x[v], k);
+  }
+  // 1. butterfly across lanes: after log2(SG) steps every lane holds the combined value
+#pragma unroll
+  for (int v = 0; v < V; ++v) {
+    for (int d = SG / 2; d > 0; d /= 2) {
+      const T o = sycl::permute_group_by_xor(sg, acc[v], d);
+      long oa = -1;
+      if constexpr (Red::has_arg) oa = sycl::permute_group_by_xor(sg, best[v], d);
+      // combine in lane order so both partners compute the same value
+      if (lane & d) {
+        T mine = acc[v];
+        long ma = best[v];
+        acc[v] = o;
+        best[v] = oa;
+        combine<T, R>(acc[v], best[v], mine, ma);
+      } else {
+        combine<T, R>(acc[v], best[v], o, oa);
+      }
+    }
+  }
+  // 2. lane v writes feature v
+#pragma unroll
+  for (int v = 0; v < V; ++v)
+    if (v < C && lane == v % SG) {
+      Y[i * C + v] = Red::write(acc[v], e - b);
+      if constexpr (Red::has_arg)
+        if (arg) arg[i * C + v] = (e == b) ? -1 : best[v];
+    }
 }
 
 }  // namespace gnnsparse
