@@ -1,6 +1,8 @@
 """Shared fixtures: seeded random CSR matrices of every awkward shape, backend availability."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -9,12 +11,20 @@ import gnnsparse as gs
 _AVAILABLE = gs.available_backends()
 
 
+# Backends that must be present (comma-separated, e.g. "sycl" in CI): their tests fail instead of
+# skipping when the backend cannot load, so a broken build never passes as "skipped".
+REQUIRED = {b for b in os.environ.get("GNNSPARSE_REQUIRE", "").split(",") if b}
+
+
 def sycl_or_skip():
     if not _AVAILABLE.get("sycl"):
         from gnnsparse import _sycl_backend
 
         _sycl_backend.available()
-        pytest.skip(f"SYCL backend unavailable: {_sycl_backend.unavailable_reason()}")
+        msg = f"SYCL backend unavailable: {_sycl_backend.unavailable_reason()}"
+        if "sycl" in REQUIRED:
+            pytest.fail(msg)
+        pytest.skip(msg)
 
 
 @pytest.fixture
