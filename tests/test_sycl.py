@@ -212,3 +212,17 @@ def test_max_min_ties_and_nan_every_kernel_shape(rng, C):
         Yr, argr = ref.spmm(A, X, reduce, return_arg=True)
         np.testing.assert_array_equal(arg, argr)
         np.testing.assert_array_equal(Y, Yr.astype(np.float32))
+
+
+def test_torch_cpu_tensors_round_trip(rng):
+    torch = pytest.importorskip("torch")
+    A = random_csr(rng, 30, 20)
+    X = torch.from_numpy(rng.standard_normal((20, 9)).astype(np.float32))
+    Y, arg = gs.spmm(A, X, "max", return_arg=True)
+    assert isinstance(Y, torch.Tensor) and isinstance(arg, torch.Tensor)
+    Yr, argr = ref.spmm(A, X.numpy(), "max", return_arg=True)
+    np.testing.assert_allclose(Y.numpy(), Yr, **TOL[np.float32])
+    np.testing.assert_array_equal(arg.numpy(), argr)
+    X2 = torch.from_numpy(rng.standard_normal((30, 9)).astype(np.float32))
+    E = gs.sddmm(A, X2, X, "dot")
+    assert isinstance(E, torch.Tensor) and E.shape == (A.nnz,)

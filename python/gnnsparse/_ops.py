@@ -49,6 +49,16 @@ def _same_place(b, first, **others):
                              "all dense inputs must live on one device")
 
 
+def _like_input(x, *outs):
+    """Outputs of a torch CPU input come back as torch tensors (they ran on the SYCL CPU device as
+    NumPy, zero copy both ways)."""
+    if _arrays.is_torch(x) and x.device.type == "cpu":
+        import torch
+
+        return tuple(None if o is None else torch.from_numpy(o) for o in outs)
+    return outs
+
+
 def _val_dtype(A, dt):
     if A.val is None:
         return None
@@ -67,7 +77,7 @@ def spmm(A: CSR, X, reduce: str = "sum", return_arg: bool = False):
     if return_arg and reduce not in ("max", "min"):
         raise ValueError("return_arg is only defined for reduce='max' or 'min'")
     b = backend_for(X)
-    X = _dense(b, "X", X)
+    X0, X = X, _dense(b, "X", X)
     M, K = A.shape
     shape = _arrays.shape_of(X)
     if len(shape) == 0 or shape[0] != K:
@@ -79,8 +89,8 @@ def spmm(A: CSR, X, reduce: str = "sum", return_arg: bool = False):
     dt = _arrays.dtype_name(X)
     rowptr, col, val = A.device_arrays(b, X, _val_dtype(A, dt))
     Y, arg = b.spmm(rowptr, col, val, X.reshape(K, C), M, K, reduce, return_arg)
-    Y = Y.reshape((M,) + tail)
-    return (Y, arg.reshape((M,) + tail)) if return_arg else Y
+    Y, arg = _like_input(X0, Y.reshape((M,) + tail), None if arg is None else arg.reshape((M,) + tail))
+    return (Y, arg) if return_arg else Y
 
 
 def _sddmm_shapes(A, X, Y, op):
@@ -109,14 +119,14 @@ def sddmm(A: CSR, X, Y, op: str = "dot"):
     _check_csr(A)
     _check_choice("op", op, SDDMM_OPS)
     b = backend_for(X)
-    X = _dense(b, "X", X)
+    X0, X = X, _dense(b, "X", X)
     Y = _dense(b, "Y", Y, _arrays.dtype_name(X))
     _same_place(b, X, Y=Y)
     xs, ys, H, F, squeeze = _sddmm_shapes(A, X, Y, op)
     M, K = A.shape
     rowptr, col, _ = A.device_arrays(b, X, None)
     E = b.sddmm(rowptr, col, X.reshape(xs), Y.reshape(ys), M, K, op)
-    return E.reshape((A.nnz,)) if squeeze else E
+    return _like_input(X0, E.reshape((A.nnz,)) if squeeze else E)[0]
 
 
 def fusedmm(A: CSR, X, Y, Z, op: str = "dot", edge: str = "none", slope: float = 0.2, return_edges: bool = False):
@@ -130,7 +140,7 @@ def fusedmm(A: CSR, X, Y, Z, op: str = "dot", edge: str = "none", slope: float =
     _check_choice("op", op, SDDMM_OPS)
     _check_choice("edge", edge, EDGE_FUNCTIONS)
     b = backend_for(X)
-    X = _dense(b, "X", X)
+    X0, X = X, _dense(b, "X", X)
     dt = _arrays.dtype_name(X)
     Y = _dense(b, "Y", Y, dt)
     Z = _dense(b, "Z", Z, dt)
@@ -150,6 +160,7 @@ def fusedmm(A: CSR, X, Y, Z, op: str = "dot", edge: str = "none", slope: float =
     out, E = b.fusedmm(rowptr, col, val, X.reshape(xs), Y.reshape(ys), Z.reshape(zs), M, K, op, edge, float(slope),
                        return_edges)
     out = out.reshape((M, D)) if len(sz) == 2 else out
-    if not return_edges:
-        return out
-    return out, (E.reshape((A.nnz,)) if squeeze else E)
+    if E is not None and squeeze:
+        E = E.reshape((A.nnz,))
+    out, E = _like_input(X0, out, E)
+    return (out, E) if return_edges else out
