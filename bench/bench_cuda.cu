@@ -1,0 +1,701 @@
+// bench_cuda: gnnsparse CUDA kernels against cuSPARSE, same process, same inputs.
+//
+//   bench_cuda [--suite grid|graphs|all] [--csv out.csv] [--json out.json] [--reps 50]
+//              [--max-grid-nnz N] [--products]
+//
+// Method (../shared/BENCHMARKS.md): every result is verified (ours against cuSPARSE, max error
+// relative to the output's magnitude) before it is timed; each timing is the median of --reps
+// launches, each between two cudaEvents, after 3 warm-up launches; L2 is flushed (128 MB
+// memset) before every timed launch, for ours and cuSPARSE alike. Inputs are generated on the GPU
+// (hash-based, seeded): the seed-000 grid places each nonzero with probability `density`
+// (sorted rows); graphs have uniformly random columns sorted within rows (cub segmented sort);
+// the power-law graph has Zipf(1) row degrees (largest > 10^5) with rows shuffled.
+// Bytes model: CSR read once (rowptr + col + val) + gathered rows (each nonzero's X row from
+// DRAM, or X once when X fits in the 50 MB of L2) + output written once; reported against the
+// 4270 GB/s device copy bandwidth measured on the H200 (2026-11-29).
+#include <cuda_runtime.h>
+#include <cusparse.h>
+#include <cub/device/device_scan.cuh>
+#include <cub/device/device_segmented_sort.cuh>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gnnsparse/cuda.hpp"
+
+using gnnsparse::DType;
+using gnnsparse::EdgeFn;
+using gnnsparse::IType;
+using gnnsparse::Reduce;
+using gnnsparse::SddmmOp;
+
+#define CK(x)                                                                                  \
+  do {                                                                                         \
+    cudaError_t e_ = (x);                                                                      \
+    if (e_ != cudaSuccess) {                                                                   \
+      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));      \
+      exit(1);                                                                                 \
+    }                                                                                          \
+  } while (0)
+#define CS(x)                                                                                  \
+  do {                                                                                         \
+    cusparseStatus_t s_ = (x);                                                                 \
+    if (s_ != CUSPARSE_STATUS_SUCCESS) {                                                       \
+      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cusparseGetErrorString(s_));  \
+      exit(1);                                                                                 \
+    }                                                                                          \
+  } while (0)
+
+static constexpr double kCopyGBs = 4270.0;
+static constexpr double kL2Bytes = 50e6;
+
+// ---- generation -----------------------------------------------------------------------------
+
+__host__ __device__ inline uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+__device__ inline bool keep(uint64_t seed, int64_t i, int64_t j, uint32_t thresh) {
+  return static_cast<uint32_t>(mix(seed ^ (static_cast<uint64_t>(i) << 32 | j)) >> 32) < thresh;
+}
+__global__ void grid_count(int* deg, int64_t M, int64_t K, uint32_t thresh, uint64_t seed) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i > M) return;
+  if (i == M) { deg[M] = 0; return; }
+  int n = 0;
+  for (int64_t j = 0; j < K; ++j) n += keep(seed, i, j, thresh);
+  deg[i] = n;
+}
+__global__ void grid_fill(const int* rowptr, int* col, int64_t M, int64_t K, uint32_t thresh,
+                          uint64_t seed) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= M) return;
+  int p = rowptr[i];
+  for (int64_t j = 0; j < K; ++j)
+    if (keep(seed, i, j, thresh)) col[p++] = static_cast<int>(j);
+}
+__global__ void rand_cols(int* col, int64_t nnz, int64_t K, uint64_t seed) {
+  const int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (k < nnz) col[k] = static_cast<int>(mix(seed + k) % static_cast<uint64_t>(K));
+}
+__global__ void rand_fill(float* x, int64_t n, uint64_t seed) {
+  const int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (k < n) x[k] = static_cast<float>((mix(seed * 0x1234567ull + k) >> 40) * (1.0 / 16777216.0) * 2.0 - 1.0);
+}
+// max |a - b| and max |b| over n floats, as bit patterns of non-negative floats.
+__global__ void diff_kernel(const float* a, const float* b, int64_t n, unsigned* out) {
+  float d = 0.f, m = 0.f;
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n;
+       k += int64_t(gridDim.x) * blockDim.x) {
+    const float x = a[k], y = b[k];
+    const float dd = (x != x || y != y) ? INFINITY : fabsf(x - y);
+    d = fmaxf(d, dd);
+    m = fmaxf(m, fabsf(y));
+  }
+  atomicMax(out, __float_as_uint(d));  // bench-only check; kernels never use atomics
+  atomicMax(out + 1, __float_as_uint(m));
+}
+__global__ void bits_differ(const unsigned* a, const unsigned* b, int64_t n, unsigned* out) {
+  unsigned any = 0;
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n;
+       k += int64_t(gridDim.x) * blockDim.x)
+    any |= a[k] ^ b[k];
+  if (any) atomicOr(out, 1u);
+}
+
+struct Csr {
+  int64_t M = 0, K = 0, nnz = 0, maxdeg = 0;
+  int* rowptr = nullptr;
+  int* col = nullptr;
+  float* val = nullptr;
+  void free_all() {
+    cudaFree(rowptr);
+    cudaFree(col);
+    cudaFree(val);
+    rowptr = col = nullptr;
+    val = nullptr;
+  }
+};
+
+static int64_t max_degree(const Csr& A) {
+  std::vector<int> rp(A.M + 1);
+  CK(cudaMemcpy(rp.data(), A.rowptr, (A.M + 1) * sizeof(int), cudaMemcpyDeviceToHost));
+  int64_t m = 0;
+  for (int64_t i = 0; i < A.M; ++i) m = std::max<int64_t>(m, rp[i + 1] - rp[i]);
+  return m;
+}
+
+static void fill_values(Csr& A, uint64_t seed) {
+  CK(cudaMalloc(&A.val, std::max<int64_t>(1, A.nnz) * sizeof(float)));
+  rand_fill<<<(A.nnz + 255) / 256, 256>>>(A.val, A.nnz, seed);
+  CK(cudaGetLastError());
+}
+
+static Csr make_grid(int64_t M, int64_t K, double density, uint64_t seed) {
+  Csr A;
+  A.M = M;
+  A.K = K;
+  const uint32_t thresh = static_cast<uint32_t>(density * 4294967296.0);
+  CK(cudaMalloc(&A.rowptr, (M + 1) * sizeof(int)));
+  int* deg;
+  CK(cudaMalloc(&deg, (M + 1) * sizeof(int)));
+  grid_count<<<(M + 1 + 127) / 128, 128>>>(deg, M, K, thresh, seed);
+  CK(cudaGetLastError());
+  size_t tb = 0;
+  cub::DeviceScan::ExclusiveSum(nullptr, tb, deg, A.rowptr, M + 1);
+  void* tmp;
+  CK(cudaMalloc(&tmp, tb));
+  cub::DeviceScan::ExclusiveSum(tmp, tb, deg, A.rowptr, M + 1);
+  CK(cudaFree(tmp));
+  CK(cudaFree(deg));
+  int nnz;
+  CK(cudaMemcpy(&nnz, A.rowptr + M, sizeof(int), cudaMemcpyDeviceToHost));
+  A.nnz = nnz;
+  CK(cudaMalloc(&A.col, std::max<int64_t>(1, A.nnz) * sizeof(int)));
+  grid_fill<<<(M + 127) / 128, 128>>>(A.rowptr, A.col, M, K, thresh, seed);
+  CK(cudaGetLastError());
+  fill_values(A, seed + 1);
+  A.maxdeg = max_degree(A);
+  return A;
+}
+
+// Rows with the given degrees, uniformly random columns sorted within each row.
+static Csr make_graph_from_degrees(const std::vector<int64_t>& degs, int64_t K, uint64_t seed) {
+  Csr A;
+  A.M = static_cast<int64_t>(degs.size());
+  A.K = K;
+  std::vector<int> rp(A.M + 1, 0);
+  for (int64_t i = 0; i < A.M; ++i) rp[i + 1] = rp[i] + static_cast<int>(degs[i]);
+  A.nnz = rp[A.M];
+  CK(cudaMalloc(&A.rowptr, (A.M + 1) * sizeof(int)));
+  CK(cudaMemcpy(A.rowptr, rp.data(), (A.M + 1) * sizeof(int), cudaMemcpyHostToDevice));
+  int* unsorted;
+  CK(cudaMalloc(&unsorted, A.nnz * sizeof(int)));
+  CK(cudaMalloc(&A.col, A.nnz * sizeof(int)));
+  rand_cols<<<(A.nnz + 255) / 256, 256>>>(unsorted, A.nnz, K, seed);
+  CK(cudaGetLastError());
+  size_t tb = 0;
+  cub::DeviceSegmentedSort::SortKeys(nullptr, tb, unsorted, A.col, A.nnz, A.M, A.rowptr,
+                                     A.rowptr + 1);
+  void* tmp;
+  CK(cudaMalloc(&tmp, tb));
+  cub::DeviceSegmentedSort::SortKeys(tmp, tb, unsorted, A.col, A.nnz, A.M, A.rowptr,
+                                     A.rowptr + 1);
+  CK(cudaDeviceSynchronize());
+  CK(cudaFree(tmp));
+  CK(cudaFree(unsorted));
+  fill_values(A, seed + 7);
+  A.maxdeg = *std::max_element(degs.begin(), degs.end());
+  return A;
+}
+
+static Csr make_uniform(int64_t n, int64_t e, uint64_t seed) {
+  std::vector<int64_t> d(n);
+  for (int64_t i = 0; i < n; ++i) d[i] = (i + 1) * e / n - i * e / n;
+  return make_graph_from_degrees(d, n, seed);
+}
+
+static Csr make_powerlaw(int64_t n, int64_t e, uint64_t seed) {
+  // Zipf(1) degrees by rank, at least 1, scaled to e entries in total; ranks shuffled over rows.
+  std::vector<double> w(n);
+  double s = 0;
+  for (int64_t r = 0; r < n; ++r) s += (w[r] = 1.0 / double(r + 1));
+  std::vector<int64_t> d(n);
+  int64_t tot = 0;
+  for (int64_t r = 0; r < n; ++r) tot += (d[r] = std::max<int64_t>(1, int64_t(double(e - n) * w[r] / s) + 0));
+  d[0] += e - tot;  // exact total
+  std::mt19937_64 g(seed);
+  std::shuffle(d.begin(), d.end(), g);
+  return make_graph_from_degrees(d, n, seed);
+}
+
+// ---- timing ---------------------------------------------------------------------------------
+
+struct Timer {
+  cudaEvent_t a, b;
+  void* flush = nullptr;
+  size_t flush_bytes = 128u << 20;
+  int reps = 50;
+  Timer() {
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    CK(cudaMalloc(&flush, flush_bytes));
+  }
+  double median_us(const std::function<void()>& f) {
+    for (int w = 0; w < 3; ++w) f();
+    CK(cudaDeviceSynchronize());
+    std::vector<float> t(reps);
+    for (int r = 0; r < reps; ++r) {
+      CK(cudaMemsetAsync(flush, r & 0xff, flush_bytes));
+      CK(cudaEventRecord(a));
+      f();
+      CK(cudaEventRecord(b));
+      CK(cudaEventSynchronize(b));
+      CK(cudaEventElapsedTime(&t[r], a, b));
+    }
+    std::sort(t.begin(), t.end());
+    return 1000.0 * t[reps / 2];
+  }
+};
+
+static float* dalloc(int64_t n) {
+  float* p;
+  CK(cudaMalloc(&p, std::max<int64_t>(1, n) * sizeof(float)));
+  return p;
+}
+static float* drand(int64_t n, uint64_t seed) {
+  float* p = dalloc(n);
+  rand_fill<<<(n + 255) / 256, 256>>>(p, n, seed);
+  CK(cudaGetLastError());
+  return p;
+}
+static double rel_err(const float* a, const float* b, int64_t n) {
+  unsigned* d;
+  CK(cudaMalloc(&d, 2 * sizeof(unsigned)));
+  CK(cudaMemset(d, 0, 2 * sizeof(unsigned)));
+  diff_kernel<<<1024, 256>>>(a, b, n, d);
+  unsigned h[2];
+  CK(cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost));
+  CK(cudaFree(d));
+  float df, mf;
+  memcpy(&df, &h[0], 4);
+  memcpy(&mf, &h[1], 4);
+  return double(df) / std::max(1.0, double(mf));
+}
+static bool same_bits(const void* a, const void* b, int64_t bytes) {
+  unsigned* d;
+  CK(cudaMalloc(&d, sizeof(unsigned)));
+  CK(cudaMemset(d, 0, sizeof(unsigned)));
+  bits_differ<<<1024, 256>>>(static_cast<const unsigned*>(a), static_cast<const unsigned*>(b),
+                             bytes / 4, d);
+  unsigned h;
+  CK(cudaMemcpy(&h, d, sizeof(h), cudaMemcpyDeviceToHost));
+  CK(cudaFree(d));
+  return h == 0;
+}
+
+// ---- results --------------------------------------------------------------------------------
+
+struct Row {
+  std::string suite, name, op;
+  int64_t M, K, N, nnz;
+  double ours_us, ref_us;
+  std::string ref_name;
+  double bytes, flops, err;
+  bool ok, bitwise_ours, bitwise_ref;
+};
+static std::vector<Row> g_rows;
+
+static void report(const Row& r) {
+  const double gbs = r.bytes / (r.ours_us * 1e3);
+  const double gf = r.flops / (r.ours_us * 1e3);
+  printf("%-6s %-28s %-8s nnz=%10lld N=%4lld  ours %10.1f us  ref %10.1f us (%-10s)  x%6.2f  %7.0f GB/s (%4.0f%%)  %8.0f GFLOP/s  err %.1e %s%s\n",
+         r.suite.c_str(), r.name.c_str(), r.op.c_str(), (long long)r.nnz, (long long)r.N,
+         r.ours_us, r.ref_us, r.ref_name.c_str(), r.ref_us > 0 ? r.ref_us / r.ours_us : 0.0, gbs,
+         100.0 * gbs / kCopyGBs, gf, r.err, r.ok ? "ok" : "MISMATCH",
+         r.bitwise_ours ? "" : " NONDETERMINISTIC");
+  fflush(stdout);
+  g_rows.push_back(r);
+}
+
+// ---- cuSPARSE -------------------------------------------------------------------------------
+
+struct CuSparse {
+  cusparseHandle_t h;
+  CuSparse() { CS(cusparseCreate(&h)); }
+};
+
+// Fastest of CSR ALG1/2/3 for Y = A X (fp32, row-major dense). Returns time, name; Y holds the
+// result of the fastest algorithm.
+static double cusparse_spmm(CuSparse& cs, Timer& tm, const Csr& A, const float* X, float* Y,
+                            int64_t N, std::string& name, bool& bitwise) {
+  cusparseSpMatDescr_t a;
+  cusparseDnMatDescr_t x, y;
+  CS(cusparseCreateCsr(&a, A.M, A.K, A.nnz, A.rowptr, A.col, A.val, CUSPARSE_INDEX_32I,
+                       CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F));
+  CS(cusparseCreateDnMat(&x, A.K, N, N, const_cast<float*>(X), CUDA_R_32F, CUSPARSE_ORDER_ROW));
+  CS(cusparseCreateDnMat(&y, A.M, N, N, Y, CUDA_R_32F, CUSPARSE_ORDER_ROW));
+  const float one = 1.f, zero = 0.f;
+  const cusparseSpMMAlg_t algs[] = {CUSPARSE_SPMM_CSR_ALG1, CUSPARSE_SPMM_CSR_ALG2,
+                                    CUSPARSE_SPMM_CSR_ALG3};
+  const char* names[] = {"CSR_ALG1", "CSR_ALG2", "CSR_ALG3"};
+  double best = -1;
+  int besti = -1;
+  for (int ai = 0; ai < 3; ++ai) {
+    size_t bytes = 0;
+    if (cusparseSpMM_bufferSize(cs.h, CUSPARSE_OPERATION_NON_TRANSPOSE,
+                                CUSPARSE_OPERATION_NON_TRANSPOSE, &one, a, x, &zero, y,
+                                CUDA_R_32F, algs[ai], &bytes) != CUSPARSE_STATUS_SUCCESS)
+      continue;
+    void* buf = nullptr;
+    CK(cudaMalloc(&buf, std::max<size_t>(bytes, 16)));
+    if (cusparseSpMM_preprocess(cs.h, CUSPARSE_OPERATION_NON_TRANSPOSE,
+                                CUSPARSE_OPERATION_NON_TRANSPOSE, &one, a, x, &zero, y,
+                                CUDA_R_32F, algs[ai], buf) != CUSPARSE_STATUS_SUCCESS) {
+      cudaFree(buf);
+      continue;
+    }
+    bool fine = true;
+    auto run = [&] {
+      if (cusparseSpMM(cs.h, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE,
+                       &one, a, x, &zero, y, CUDA_R_32F, algs[ai], buf) != CUSPARSE_STATUS_SUCCESS)
+        fine = false;
+    };
+    run();
+    CK(cudaDeviceSynchronize());
+    if (!fine) { cudaFree(buf); continue; }
+    const double t = tm.median_us(run);
+    if (best < 0 || t < best) { best = t; besti = ai; }
+    cudaFree(buf);
+  }
+  bitwise = true;
+  if (besti >= 0) {  // leave the fastest algorithm's result in Y, and check its repeatability
+    size_t bytes = 0;
+    CS(cusparseSpMM_bufferSize(cs.h, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE,
+                               &one, a, x, &zero, y, CUDA_R_32F, algs[besti], &bytes));
+    void* buf;
+    CK(cudaMalloc(&buf, std::max<size_t>(bytes, 16)));
+    CS(cusparseSpMM_preprocess(cs.h, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE,
+                               &one, a, x, &zero, y, CUDA_R_32F, algs[besti], buf));
+    float* y2 = dalloc(A.M * N);
+    cusparseDnMatDescr_t yd2;
+    CS(cusparseCreateDnMat(&yd2, A.M, N, N, y2, CUDA_R_32F, CUSPARSE_ORDER_ROW));
+    CS(cusparseSpMM(cs.h, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE, &one,
+                    a, x, &zero, yd2, CUDA_R_32F, algs[besti], buf));
+    CS(cusparseSpMM(cs.h, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE, &one,
+                    a, x, &zero, y, CUDA_R_32F, algs[besti], buf));
+    CK(cudaDeviceSynchronize());
+    bitwise = same_bits(Y, y2, A.M * N * 4);
+    CS(cusparseDestroyDnMat(yd2));
+    cudaFree(y2);
+    cudaFree(buf);
+    name = names[besti];
+  } else {
+    name = "none";
+  }
+  CS(cusparseDestroySpMat(a));
+  CS(cusparseDestroyDnMat(x));
+  CS(cusparseDestroyDnMat(y));
+  return best;
+}
+
+// E = (X Y^T) o spy(A), X: M x F, Y: K x F row-major. E gets A's sparsity (values array `E`).
+static double cusparse_sddmm(CuSparse& cs, Timer& tm, const Csr& A, const float* X,
+                             const float* Y, float* E, int64_t F, std::string& name) {
+  cusparseSpMatDescr_t c;
+  CS(cusparseCreateCsr(&c, A.M, A.K, A.nnz, A.rowptr, A.col, E, CUSPARSE_INDEX_32I,
+                       CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F));
+  cusparseDnMatDescr_t x, y;
+  CS(cusparseCreateDnMat(&x, A.M, F, F, const_cast<float*>(X), CUDA_R_32F, CUSPARSE_ORDER_ROW));
+  // Y (K x F row-major) is Y^T as an F x K column-major matrix with leading dimension F.
+  CS(cusparseCreateDnMat(&y, F, A.K, F, const_cast<float*>(Y), CUDA_R_32F, CUSPARSE_ORDER_COL));
+  const float one = 1.f, zero = 0.f;
+  size_t bytes = 0;
+  CS(cusparseSDDMM_bufferSize(cs.h, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE,
+                              &one, x, y, &zero, c, CUDA_R_32F, CUSPARSE_SDDMM_ALG_DEFAULT, &bytes));
+  void* buf;
+  CK(cudaMalloc(&buf, std::max<size_t>(bytes, 16)));
+  CS(cusparseSDDMM_preprocess(cs.h, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE,
+                              &one, x, y, &zero, c, CUDA_R_32F, CUSPARSE_SDDMM_ALG_DEFAULT, buf));
+  auto run = [&] {
+    CS(cusparseSDDMM(cs.h, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE, &one,
+                     x, y, &zero, c, CUDA_R_32F, CUSPARSE_SDDMM_ALG_DEFAULT, buf));
+  };
+  const double t = tm.median_us(run);
+  run();
+  CK(cudaDeviceSynchronize());
+  cudaFree(buf);
+  CS(cusparseDestroySpMat(c));
+  CS(cusparseDestroyDnMat(x));
+  CS(cusparseDestroyDnMat(y));
+  name = "SDDMM_DEF";
+  return t;
+}
+
+// ---- cases ----------------------------------------------------------------------------------
+
+static double csr_bytes(const Csr& A, bool val) {
+  return (A.M + 1) * 4.0 + A.nnz * 4.0 + (val ? A.nnz * 4.0 : 0.0);
+}
+static double gather_bytes(int64_t rows, int64_t nnz, int64_t width) {
+  const double whole = double(rows) * width * 4.0;
+  return whole <= kL2Bytes ? whole : double(nnz) * width * 4.0;
+}
+
+static void bench_spmm(const std::string& suite, const std::string& name, CuSparse& cs, Timer& tm,
+                       const Csr& A, int64_t N, bool with_ref = true) {
+  float* X = drand(A.K * N, 11 + N);
+  float* Y = dalloc(A.M * N);
+  float* Y2 = dalloc(A.M * N);
+  float* Yr = dalloc(A.M * N);
+  auto ours = [&] {
+    gnnsparse::cuda::spmm(DType::f32, IType::i32, Reduce::sum, A.rowptr, A.col, A.val, X, Y,
+                          nullptr, A.M, A.K, N, A.nnz, 0, -1);
+  };
+  ours();
+  gnnsparse::cuda::spmm(DType::f32, IType::i32, Reduce::sum, A.rowptr, A.col, A.val, X, Y2,
+                        nullptr, A.M, A.K, N, A.nnz, 0, -1);
+  CK(cudaDeviceSynchronize());
+  Row r{suite, name, "spmm", A.M, A.K, N, A.nnz, 0, 0, "-", 0, 0, 0, true, true, true};
+  r.bitwise_ours = same_bits(Y, Y2, A.M * N * 4);
+  if (with_ref) {
+    r.ref_us = cusparse_spmm(cs, tm, A, X, Yr, N, r.ref_name, r.bitwise_ref);
+    r.err = rel_err(Y, Yr, A.M * N);
+    r.ok = r.err < 1e-4;
+  }
+  r.ours_us = tm.median_us(ours);
+  r.bytes = csr_bytes(A, true) + gather_bytes(A.K, A.nnz, N) + A.M * N * 4.0;
+  r.flops = 2.0 * A.nnz * N;
+  report(r);
+  // Unweighted and max-with-arg variants (ours only), for the graph suite.
+  if (suite == "graphs") {
+    Row u = r;
+    u.op = "spmm_nw";
+    u.ref_us = 0;
+    u.ref_name = "-";
+    u.ours_us = tm.median_us([&] {
+      gnnsparse::cuda::spmm(DType::f32, IType::i32, Reduce::sum, A.rowptr, A.col, nullptr, X, Y,
+                            nullptr, A.M, A.K, N, A.nnz, 0, -1);
+    });
+    u.bytes = csr_bytes(A, false) + gather_bytes(A.K, A.nnz, N) + A.M * N * 4.0;
+    report(u);
+    int64_t* arg;
+    CK(cudaMalloc(&arg, A.M * N * sizeof(int64_t)));
+    Row m = u;
+    m.op = "spmm_max";
+    m.ours_us = tm.median_us([&] {
+      gnnsparse::cuda::spmm(DType::f32, IType::i32, Reduce::max, A.rowptr, A.col, nullptr, X, Y,
+                            arg, A.M, A.K, N, A.nnz, 0, -1);
+    });
+    m.bytes += A.M * N * 8.0;
+    report(m);
+    cudaFree(arg);
+  }
+  cudaFree(X);
+  cudaFree(Y);
+  cudaFree(Y2);
+  cudaFree(Yr);
+}
+
+static void bench_sddmm(const std::string& suite, const std::string& name, CuSparse& cs,
+                        Timer& tm, const Csr& A, int64_t F, bool with_ref = true) {
+  float* X = drand(A.M * F, 21 + F);
+  float* Yd = drand(A.K * F, 22 + F);
+  float* E = dalloc(A.nnz);
+  float* Er = dalloc(A.nnz);
+  auto ours = [&] {
+    gnnsparse::cuda::sddmm(DType::f32, IType::i32, SddmmOp::dot, A.rowptr, A.col, X, Yd, E, A.M,
+                           A.K, A.nnz, 1, F, 0);
+  };
+  ours();
+  CK(cudaDeviceSynchronize());
+  Row r{suite, name, "sddmm", A.M, A.K, F, A.nnz, 0, 0, "-", 0, 0, 0, true, true, true};
+  if (with_ref) {
+    r.ref_us = cusparse_sddmm(cs, tm, A, X, Yd, Er, F, r.ref_name);
+    r.err = rel_err(E, Er, A.nnz);
+    r.ok = r.err < 1e-4;
+  }
+  r.ours_us = tm.median_us(ours);
+  r.bytes = csr_bytes(A, false) + A.M * F * 4.0 + gather_bytes(A.K, A.nnz, F) + A.nnz * 4.0;
+  r.flops = double(A.nnz) * (2.0 * F - 1.0);
+  report(r);
+  cudaFree(X);
+  cudaFree(Yd);
+  cudaFree(E);
+  cudaFree(Er);
+}
+
+// FusedMM (dot, edge none, unweighted; F = D = N) against our own SDDMM followed by our SpMM
+// weighted by the SDDMM output. Verified against that composition.
+static void bench_fused(const std::string& suite, const std::string& name, Timer& tm,
+                        const Csr& A, int64_t N, EdgeFn edge = EdgeFn::none) {
+  float* X = drand(A.M * N, 31 + N);
+  float* Yd = drand(A.K * N, 32 + N);
+  float* Z = drand(A.K * N, 33 + N);
+  float* O = dalloc(A.M * N);
+  float* Or = dalloc(A.M * N);
+  float* E = dalloc(A.nnz);
+  auto fused = [&] {
+    gnnsparse::cuda::fusedmm(DType::f32, IType::i32, SddmmOp::dot, edge, 0.2f, A.rowptr, A.col,
+                             nullptr, X, Yd, Z, O, nullptr, A.M, A.K, A.nnz, 1, N, N, 0, -1);
+  };
+  auto unfused = [&] {
+    gnnsparse::cuda::sddmm(DType::f32, IType::i32, SddmmOp::dot, A.rowptr, A.col, X, Yd, E, A.M,
+                           A.K, A.nnz, 1, N, 0);
+    gnnsparse::cuda::spmm(DType::f32, IType::i32, Reduce::sum, A.rowptr, A.col, E, Z, Or,
+                          nullptr, A.M, A.K, N, A.nnz, 0, -1);
+  };
+  fused();
+  unfused();
+  CK(cudaDeviceSynchronize());
+  Row r{suite, name, edge == EdgeFn::none ? "fusedmm" : "fused_sm", A.M, A.K, N, A.nnz, 0, 0,
+        "-", 0, 0, 0, true, true, true};
+  if (edge == EdgeFn::none) {
+    r.err = rel_err(O, Or, A.M * N);
+    r.ok = r.err < 1e-3;
+    r.ref_us = tm.median_us(unfused);
+    r.ref_name = "ours_sd+sp";
+  }
+  r.ours_us = tm.median_us(fused);
+  r.bytes = csr_bytes(A, false) + A.M * N * 4.0 + 2 * gather_bytes(A.K, A.nnz, N) + A.M * N * 4.0;
+  r.flops = double(A.nnz) * (4.0 * N);
+  report(r);
+  cudaFree(X);
+  cudaFree(Yd);
+  cudaFree(Z);
+  cudaFree(O);
+  cudaFree(Or);
+  cudaFree(E);
+}
+
+static void run_grid(CuSparse& cs, Timer& tm, int64_t max_nnz, bool fused) {
+  const int64_t Ks[] = {1024, 2048, 4096, 8192};
+  const int mult[] = {1, 3, 4};
+  const double dens[] = {0.3, 0.2, 0.1};
+  const int64_t Ns[] = {32, 128};
+  for (int64_t K : Ks)
+    for (int mm : mult)
+      for (double d : dens) {
+        const int64_t M = K * mm;
+        if (double(M) * K * d > double(max_nnz)) continue;
+        Csr A = make_grid(M, K, d, 1000 + K * 7 + mm * 3 + int(d * 10));
+        for (int64_t N : Ns) {
+          char nm[96];
+          snprintf(nm, sizeof nm, "M%lld_K%lld_d%.1f", (long long)M, (long long)K, d);
+          bench_spmm("grid", nm, cs, tm, A, N);
+          bench_sddmm("grid", nm, cs, tm, A, N);
+          if (fused) bench_fused("grid", nm, tm, A, N);
+        }
+        A.free_all();
+      }
+}
+
+static void run_graphs(CuSparse& cs, Timer& tm, bool products) {
+  {
+    Csr A = make_uniform(1000000, 10000000, 1);
+    for (int64_t C : {16, 32, 128}) bench_spmm("graphs", "uniform_1M_10M", cs, tm, A, C);
+    for (int64_t F : {32, 128}) bench_sddmm("graphs", "uniform_1M_10M", cs, tm, A, F);
+    for (int64_t N : {32, 128}) bench_fused("graphs", "uniform_1M_10M", tm, A, N);
+    bench_fused("graphs", "uniform_1M_10M", tm, A, 32, EdgeFn::softmax);
+    A.free_all();
+  }
+  {
+    Csr A = make_powerlaw(1000000, 10000000, 2);
+    printf("powerlaw: max degree %lld\n", (long long)A.maxdeg);
+    for (int64_t C : {16, 32, 128}) bench_spmm("graphs", "powerlaw_1M_10M", cs, tm, A, C);
+    for (int64_t F : {32, 128}) bench_sddmm("graphs", "powerlaw_1M_10M", cs, tm, A, F);
+    bench_fused("graphs", "powerlaw_1M_10M", tm, A, 32);
+    A.free_all();
+  }
+  {
+    Csr A = make_uniform(169343, 2332486, 3);
+    bench_spmm("graphs", "arxiv_169k_2.3M", cs, tm, A, 32);
+    bench_spmm("graphs", "arxiv_169k_2.3M", cs, tm, A, 128);
+    bench_sddmm("graphs", "arxiv_169k_2.3M", cs, tm, A, 32);
+    A.free_all();
+  }
+  if (products) {
+    Csr A = make_uniform(2449029, 61859140, 4);
+    bench_spmm("graphs", "products_2.4M_62M", cs, tm, A, 128);
+    A.free_all();
+  }
+}
+
+static void write_outputs(const std::string& csv, const std::string& json) {
+  if (!csv.empty()) {
+    FILE* f = fopen(csv.c_str(), "w");
+    if (!f) { perror("csv"); return; }
+    fprintf(f, "suite,case,op,M,K,N,nnz,ours_us,ref_us,ref,ratio,ours_GBs,pct_copy_bw,ours_GFLOPs,ref_GFLOPs,rel_err,ok,ours_bitwise,ref_bitwise\n");
+    for (auto& r : g_rows) {
+      const double gbs = r.bytes / (r.ours_us * 1e3);
+      fprintf(f, "%s,%s,%s,%lld,%lld,%lld,%lld,%.2f,%.2f,%s,%.3f,%.1f,%.1f,%.1f,%.1f,%.2e,%d,%d,%d\n",
+              r.suite.c_str(), r.name.c_str(), r.op.c_str(), (long long)r.M, (long long)r.K,
+              (long long)r.N, (long long)r.nnz, r.ours_us, r.ref_us, r.ref_name.c_str(),
+              r.ref_us > 0 ? r.ref_us / r.ours_us : 0.0, gbs, 100 * gbs / kCopyGBs,
+              r.flops / (r.ours_us * 1e3), r.ref_us > 0 ? r.flops / (r.ref_us * 1e3) : 0.0, r.err,
+              r.ok, r.bitwise_ours, r.bitwise_ref);
+    }
+    fclose(f);
+  }
+  // Geomean ratios per (suite, op, N).
+  struct G { std::string key; double s = 0; int n = 0; };
+  std::vector<G> gs;
+  for (auto& r : g_rows) {
+    if (r.ref_us <= 0) continue;
+    const std::string key = r.suite + "/" + r.op + "/N" + std::to_string(r.N);
+    auto it = std::find_if(gs.begin(), gs.end(), [&](const G& g) { return g.key == key; });
+    if (it == gs.end()) { gs.push_back({key}); it = gs.end() - 1; }
+    it->s += std::log(r.ref_us / r.ours_us);
+    it->n++;
+  }
+  for (const std::string op : {"spmm", "sddmm", "fusedmm"}) {
+    double s = 0;
+    int n = 0;
+    for (auto& r : g_rows)
+      if (r.suite == "grid" && r.op == op && r.ref_us > 0) { s += std::log(r.ref_us / r.ours_us); ++n; }
+    if (n) gs.push_back({"grid/" + op + "/all", s, n});
+  }
+  printf("\ngeomean speedups (reference time / ours):\n");
+  for (auto& g : gs) printf("  %-28s x%.2f over %d cases\n", g.key.c_str(), std::exp(g.s / g.n), g.n);
+  if (!json.empty()) {
+    FILE* f = fopen(json.c_str(), "w");
+    if (!f) { perror("json"); return; }
+    cudaDeviceProp p;
+    cudaGetDeviceProperties(&p, 0);
+    fprintf(f, "{\n  \"device\": \"%s\",\n  \"copy_bandwidth_GBs\": %.0f,\n  \"geomean\": {", p.name, kCopyGBs);
+    for (size_t i = 0; i < gs.size(); ++i)
+      fprintf(f, "%s\n    \"%s\": {\"speedup\": %.4f, \"cases\": %d}", i ? "," : "", gs[i].key.c_str(),
+              std::exp(gs[i].s / gs[i].n), gs[i].n);
+    fprintf(f, "\n  },\n  \"rows\": [");
+    for (size_t i = 0; i < g_rows.size(); ++i) {
+      auto& r = g_rows[i];
+      fprintf(f, "%s\n    {\"suite\": \"%s\", \"case\": \"%s\", \"op\": \"%s\", \"M\": %lld, \"K\": %lld, \"N\": %lld, \"nnz\": %lld, \"ours_us\": %.2f, \"ref_us\": %.2f, \"ref\": \"%s\", \"GBs\": %.1f, \"GFLOPs\": %.1f, \"rel_err\": %.3e, \"ok\": %s, \"ours_bitwise\": %s, \"ref_bitwise\": %s}",
+              i ? "," : "", r.suite.c_str(), r.name.c_str(), r.op.c_str(), (long long)r.M, (long long)r.K,
+              (long long)r.N, (long long)r.nnz, r.ours_us, r.ref_us, r.ref_name.c_str(),
+              r.bytes / (r.ours_us * 1e3), r.flops / (r.ours_us * 1e3), r.err, r.ok ? "true" : "false",
+              r.bitwise_ours ? "true" : "false", r.bitwise_ref ? "true" : "false");
+    }
+    fprintf(f, "\n  ]\n}\n");
+    fclose(f);
+  }
+}
+
+int main(int argc, char** argv) {
+  std::string suite = "all", csv, json;
+  int reps = 50;
+  int64_t max_grid_nnz = int64_t(1) << 40;
+  bool products = false, fused_grid = true;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
+    if (a == "--suite") suite = next();
+    else if (a == "--csv") csv = next();
+    else if (a == "--json") json = next();
+    else if (a == "--reps") reps = std::atoi(next().c_str());
+    else if (a == "--max-grid-nnz") max_grid_nnz = std::atoll(next().c_str());
+    else if (a == "--products") products = true;
+    else if (a == "--no-grid-fused") fused_grid = false;
+    else { fprintf(stderr, "unknown option %s\n", a.c_str()); return 2; }
+  }
+  cudaDeviceProp p;
+  CK(cudaGetDeviceProperties(&p, 0));
+  printf("device: %s, %d SMs, L2 %d MB; reps %d (median), L2 flushed before each launch\n", p.name,
+         p.multiProcessorCount, p.l2CacheSize >> 20, reps);
+  CuSparse cs;
+  Timer tm;
+  tm.reps = reps;
+  if (suite == "graphs" || suite == "all") run_graphs(cs, tm, products);
+  if (suite == "grid" || suite == "all") run_grid(cs, tm, max_grid_nnz, fused_grid);
+  write_outputs(csv, json);
+  return 0;
+}

@@ -1,0 +1,133 @@
+// Device helpers shared by the CUDA kernels: element conversion, 16-byte vector loads,
+// error checking, CSR row search, and the reduction policy Reducer<Acc, R> (after
+// pytorch_scatter's reducer.cuh: init / update / merge / write, so kernels never branch on R).
+#pragma once
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "gnnsparse/ops.hpp"
+
+#define GS_CUDA_CHECK(expr)                                                                    \
+  do {                                                                                         \
+    cudaError_t gs_err_ = (expr);                                                              \
+    if (gs_err_ != cudaSuccess)                                                                \
+      throw std::runtime_error(std::string("gnnsparse cuda: ") + #expr + " failed: " +         \
+                               cudaGetErrorString(gs_err_));                                   \
+  } while (0)
+#define GS_LAUNCH_CHECK(name)                                                                  \
+  do {                                                                                         \
+    cudaError_t gs_err_ = cudaGetLastError();                                                  \
+    if (gs_err_ != cudaSuccess)                                                                \
+      throw std::runtime_error(std::string("gnnsparse cuda: launch of ") + (name) +            \
+                               " failed: " + cudaGetErrorString(gs_err_));                     \
+  } while (0)
+
+namespace gnnsparse::cuda_detail {
+
+// Accumulator type: fp32 for fp32/fp16/bf16 features, fp64 for fp64.
+template <class T> struct AccOf { using type = float; };
+template <> struct AccOf<double> { using type = double; };
+// Edge-value type: the feature type, except fp32 for fp16/bf16 features.
+template <class T> struct ValOf { using type = T; };
+template <> struct ValOf<__half> { using type = float; };
+template <> struct ValOf<__nv_bfloat16> { using type = float; };
+
+template <class A, class T> __device__ __forceinline__ A to_acc(T x) {
+  if constexpr (std::is_same_v<T, __half>) return static_cast<A>(__half2float(x));
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return static_cast<A>(__bfloat162float(x));
+  else return static_cast<A>(x);
+}
+template <class T, class A> __device__ __forceinline__ T from_acc(A x) {
+  if constexpr (std::is_same_v<T, __half>) return __float2half_rn(static_cast<float>(x));
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16_rn(static_cast<float>(x));
+  else return static_cast<T>(x);
+}
+
+// V consecutive elements, loaded as one (up to) 16-byte transaction.
+template <class T, int V> struct alignas(sizeof(T) * V) VecT { T v[V]; };
+
+template <class T, int V, class A>
+__device__ __forceinline__ void load_vec(const T* __restrict__ p, A (&out)[V]) {
+  const VecT<T, V> r = *reinterpret_cast<const VecT<T, V>*>(p);
+#pragma unroll
+  for (int e = 0; e < V; ++e) out[e] = to_acc<A>(r.v[e]);
+}
+template <class T, int V, class A>
+__device__ __forceinline__ void store_vec(T* __restrict__ p, const A (&in)[V]) {
+  VecT<T, V> r;
+#pragma unroll
+  for (int e = 0; e < V; ++e) r.v[e] = from_acc<T>(in[e]);
+  *reinterpret_cast<VecT<T, V>*>(p) = r;
+}
+
+// Largest r in [0, M) with rowptr[r] <= p; for p < nnz this is the row that holds entry p.
+template <class I>
+__device__ __forceinline__ int64_t row_of(const I* __restrict__ rowptr, int64_t M, int64_t p) {
+  int64_t lo = 0, hi = M;  // rowptr[lo] <= p, invariant; answer in [lo, hi)
+  while (hi - lo > 1) {
+    const int64_t mid = (lo + hi) >> 1;
+    if (static_cast<int64_t>(__ldg(rowptr + mid)) <= p) lo = mid; else hi = mid;
+  }
+  return lo;
+}
+
+// Lanes of this lane's aligned group of G (a power of two) lanes, for *_sync intrinsics.
+__device__ __forceinline__ unsigned group_mask(int G) {
+  const int lane = threadIdx.x & 31;
+  return G >= 32 ? 0xffffffffu : (((1u << G) - 1u) << (lane & ~(G - 1)));
+}
+template <class A> __device__ __forceinline__ A group_sum(A v, int G, unsigned mask) {
+  for (int o = G >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(mask, v, o);
+  return v;
+}
+
+// Sets *flag when some row is longer than seg (plain stores of the same value; the flag only
+// lets the hub kernels return at once, it never touches results).
+template <class I>
+__global__ void hub_flag_kernel(const I* __restrict__ rowptr, int64_t M, int64_t seg,
+                                int* __restrict__ flag) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < M;
+       i += int64_t(gridDim.x) * blockDim.x)
+    if (static_cast<int64_t>(rowptr[i + 1]) - static_cast<int64_t>(rowptr[i]) > seg) *flag = 1;
+}
+
+template <class A> __device__ __forceinline__ bool is_nan(A x) { return x != x; }
+
+// Reduction policy. update() takes messages in ascending edge order; merge() takes partial
+// results of consecutive edge segments in ascending order, so ties keep the smallest edge index
+// and the first NaN wins (numpy.argmax semantics). write() does the mean division and zeroes
+// empty rows.
+template <class A, Reduce R> struct Reducer {
+  static constexpr bool kHasArg = (R == Reduce::max || R == Reduce::min);
+  __device__ __forceinline__ static A init() {
+    if constexpr (R == Reduce::max) return -INFINITY;
+    else if constexpr (R == Reduce::min) return INFINITY;
+    else return A(0);
+  }
+  __device__ __forceinline__ static bool better(A v, A cur) {
+    if constexpr (R == Reduce::max) return v > cur || (is_nan(v) && !is_nan(cur));
+    else return v < cur || (is_nan(v) && !is_nan(cur));
+  }
+  __device__ __forceinline__ static void update(A& acc, int64_t& arg, A v, int64_t k) {
+    if constexpr (kHasArg) {
+      if (arg < 0 || better(v, acc)) { acc = v; arg = k; }
+    } else {
+      acc += v;
+    }
+  }
+  __device__ __forceinline__ static void merge(A& acc, int64_t& arg, A v, int64_t k) {
+    update(acc, arg, v, k);
+  }
+  __device__ __forceinline__ static A write(A acc, int64_t deg) {
+    if (deg == 0) return A(0);
+    if constexpr (R == Reduce::mean) return acc / static_cast<A>(deg);
+    else return acc;
+  }
+};
+
+}  // namespace gnnsparse::cuda_detail

@@ -1,0 +1,384 @@
+"""GPU tests of the CUDA backend (skipped without a GPU, the compiled module, or torch).
+
+Two layers: the backend functions of gnnsparse._cuda called directly (arrays built here), and the
+public API gnnsparse.spmm / sddmm / fusedmm on torch and CuPy inputs. Every result is checked
+against gnnsparse.reference (NumPy); max/min values and arg are compared exactly, with the
+reference's messages computed in the kernels' accumulation precision. Determinism: every op is
+run twice and the outputs compared bitwise.
+"""
+import types
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.cuda
+
+torch = pytest.importorskip("torch")
+cudab = pytest.importorskip("gnnsparse._cuda")
+if not cudab.available() or not torch.cuda.is_available():
+    pytest.skip("no CUDA device or no compiled gnnsparse CUDA module", allow_module_level=True)
+
+from gnnsparse import reference as ref  # noqa: E402
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
+          "bfloat16": torch.bfloat16}
+TOL = {"float64": 1e-10, "float32": 2e-5, "float16": 1e-2, "bfloat16": 6e-2}
+DEV = "cuda"
+
+
+def make_graph(M, K, avg_deg, seed, hub=0, empty_frac=0.2):
+    """Random CSR with empty rows, duplicate columns, unsorted rows, optionally one hub row."""
+    rng = np.random.default_rng(seed)
+    deg = rng.poisson(avg_deg, M).astype(np.int64)
+    deg[rng.random(M) < empty_frac] = 0
+    if M > 0:
+        deg[M - 1] = 0  # last row empty
+    if hub:
+        deg[M // 2] = hub
+    rowptr = np.zeros(M + 1, np.int64)
+    np.cumsum(deg, out=rowptr[1:])
+    nnz = int(rowptr[-1])
+    col = rng.integers(0, K, nnz).astype(np.int64)
+    if nnz > 3:
+        col[1] = col[0]  # a duplicate edge
+    val = rng.uniform(-1.0, 1.0, nnz).astype(np.float32)
+    return rowptr, col, val
+
+
+def dev_graph(rowptr, col, val, itype, vdtype):
+    it = torch.int32 if itype == "int32" else torch.int64
+    r = torch.from_numpy(rowptr).to(DEV, it)
+    c = torch.from_numpy(col).to(DEV, it)
+    v = None if val is None else torch.from_numpy(val).to(DEV, vdtype)
+    return r, c, v
+
+
+def val_dtype(dt):
+    return torch.float32 if dt in ("float16", "bfloat16") else DTYPES[dt]
+
+
+def host(t):
+    t = t.detach()
+    if t.dtype in (torch.bfloat16, torch.float16):
+        t = t.float()
+    return t.cpu().numpy()
+
+
+def rand(shape, dt, seed, scale=1.0):
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-scale, scale, shape).astype(np.float64)
+    return torch.from_numpy(x).to(DEV, DTYPES[dt])
+
+
+def ns(rowptr, col, val_t, M, K):
+    return types.SimpleNamespace(rowptr=rowptr, col=col, val=None if val_t is None else host(val_t),
+                                 shape=(M, K))
+
+
+def close(got, want, dt):
+    got = np.asarray(got, np.float64)
+    want = np.asarray(want, np.float64)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    scale = max(1.0, float(np.nanmax(np.abs(want))) if want.size else 1.0)
+    np.testing.assert_allclose(got, want, rtol=TOL[dt], atol=TOL[dt] * scale)
+
+
+def same_bits(a, b):
+    assert a.dtype == b.dtype and a.shape == b.shape
+    it = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
+    assert torch.equal(a.view(it), b.view(it))
+
+
+def acc_np(dt):
+    return np.float64 if dt == "float64" else np.float32
+
+
+# ---- SpMM ---------------------------------------------------------------------------------
+
+def check_spmm(rowptr, col, val, M, K, C, dt, itype, reduce, seed, weighted=True, X=None):
+    r, c, v = dev_graph(rowptr, col, val if weighted else None, itype, val_dtype(dt))
+    if X is None:
+        X = rand((K, C), dt, seed)
+    want_arg = reduce in ("max", "min")
+    Y, arg = cudab.spmm(r, c, v, X, M, K, reduce, want_arg)
+    torch.cuda.synchronize()
+    A = ns(rowptr, col, v, M, K)
+    Xh = host(X)
+    if want_arg:
+        Yr, argr = ref.spmm(A, Xh, reduce, return_arg=True, dtype=acc_np(dt))
+        assert arg.dtype == torch.int64
+        np.testing.assert_array_equal(host(arg), argr)
+        # values: exact messages, rounded once to the output dtype
+        want = torch.from_numpy(np.ascontiguousarray(Yr)).to(DEV).to(DTYPES[dt])
+        np.testing.assert_array_equal(host(Y), host(want))
+    else:
+        close(host(Y), ref.spmm(A, Xh, reduce), dt)
+    Y2, arg2 = cudab.spmm(r, c, v, X, M, K, reduce, want_arg)
+    same_bits(Y, Y2)
+    if want_arg:
+        assert torch.equal(arg, arg2)
+
+
+@pytest.mark.parametrize("dt", list(DTYPES))
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min"])
+@pytest.mark.parametrize("C", [1, 3, 8, 16, 17, 33, 129, 257])
+def test_spmm_backend(dt, reduce, C):
+    M, K = 150, 120
+    rowptr, col, val = make_graph(M, K, 6, seed=C)
+    for itype, weighted in (("int32", True), ("int64", False)):
+        check_spmm(rowptr, col, val, M, K, C, dt, itype, reduce, seed=7 + C, weighted=weighted)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min"])
+@pytest.mark.parametrize("dt,C", [("float32", 16), ("float32", 33), ("bfloat16", 32), ("float64", 5)])
+def test_spmm_hub(reduce, dt, C):
+    M, K = 600, 5000
+    rowptr, col, val = make_graph(M, K, 30, seed=3, hub=120_000)
+    check_spmm(rowptr, col, val, M, K, C, dt, "int64", reduce, seed=11)
+
+
+def int_features(K, C, dt, seed):
+    """Small integers: many exact ties between messages."""
+    x = np.random.default_rng(seed).integers(-2, 3, (K, C)).astype(np.float32)
+    return torch.from_numpy(x).to(DEV, DTYPES[dt])
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min"])
+@pytest.mark.parametrize("dt,C", [("float32", 1), ("float32", 16), ("float32", 33), ("bfloat16", 128),
+                                  ("float64", 4), ("float16", 32)])
+def test_spmm_dense_rows_ties(reduce, dt, C):
+    # long average rows: the edge-split path (several lane sets per row, merged by a shuffle tree)
+    M, K = 64, 300
+    rowptr, col, val = make_graph(M, K, 250, seed=C, empty_frac=0.1)
+    X = int_features(K, C, dt, C)
+    check_spmm(rowptr, col, val, M, K, C, dt, "int32", reduce, seed=0, weighted=False, X=X)
+    check_spmm(rowptr, col, val, M, K, C, dt, "int64", reduce, seed=0, weighted=True, X=X)
+
+
+@pytest.mark.parametrize("reduce", ["max", "min", "sum"])
+def test_spmm_hub_ties(reduce):
+    # hub segments merged by the combine kernel: ties must still go to the smallest edge index
+    M, K = 50, 2000
+    rowptr, col, val = make_graph(M, K, 10, seed=4, hub=130_000)
+    X = int_features(K, 8, "float32", 1)
+    check_spmm(rowptr, col, val, M, K, 8, "float32", "int64", reduce, seed=0, weighted=False, X=X)
+
+
+def skewed_graph(M, K, seed):
+    """Mostly short rows plus a few rows of 33..600 entries: warp-taken rows and small hubs."""
+    rng = np.random.default_rng(seed)
+    deg = rng.integers(0, 4, M).astype(np.int64)
+    long_rows = rng.choice(M, 40, replace=False)
+    deg[long_rows] = rng.integers(33, 600, 40)
+    rowptr = np.zeros(M + 1, np.int64)
+    np.cumsum(deg, out=rowptr[1:])
+    col = rng.integers(0, K, int(rowptr[-1])).astype(np.int64)
+    val = rng.uniform(-1, 1, col.size).astype(np.float32)
+    return rowptr, col, val
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min"])
+@pytest.mark.parametrize("dt,C", [("float32", 4), ("float32", 16), ("float16", 16), ("float32", 33),
+                                  ("float64", 2)])
+def test_spmm_skewed_rows(reduce, dt, C):
+    M, K = 3000, 500
+    rowptr, col, val = skewed_graph(M, K, seed=C)
+    X = int_features(K, C, dt, C)
+    check_spmm(rowptr, col, val, M, K, C, dt, "int32", reduce, seed=0, weighted=False, X=X)
+    check_spmm(rowptr, col, val, M, K, C, dt, "int64", reduce, seed=0, weighted=True)
+
+
+@pytest.mark.parametrize("edge", ["none", "softmax"])
+def test_fusedmm_skewed_rows(edge):
+    M, K = 3000, 500
+    rowptr, col, val = skewed_graph(M, K, seed=5)
+    check_fused(rowptr, col, val, M, K, 2, 8, 16, "float32", "int32", "dot", edge, seed=1)
+
+
+def test_spmm_nan_ties_empty():
+    # row 0: ties (first edge wins), row 1: NaN wins, row 2: empty, row 3: -inf only
+    rowptr = np.array([0, 3, 6, 6, 8], np.int64)
+    col = np.array([0, 1, 2, 0, 1, 2, 3, 3], np.int64)
+    X = torch.tensor([[1.0, -2.0], [1.0, -2.0], [0.5, -3.0], [-np.inf, np.inf]], device=DEV)
+    X[1, 0] = float("nan")
+    r, c, _ = dev_graph(rowptr, col, None, "int32", torch.float32)
+    for reduce in ("max", "min"):
+        Y, arg = cudab.spmm(r, c, None, X, 4, 4, reduce, True)
+        Yr, ar = ref.spmm(ns(rowptr, col, None, 4, 4), host(X), reduce, return_arg=True, dtype=np.float32)
+        np.testing.assert_array_equal(host(arg), ar)
+        np.testing.assert_array_equal(host(Y), Yr.astype(np.float32))
+
+
+def test_spmm_all_empty_and_zero_nnz():
+    rowptr = np.zeros(5, np.int64)
+    col = np.zeros(0, np.int64)
+    r, c, _ = dev_graph(rowptr, col, None, "int64", torch.float32)
+    X = rand((3, 4), "float32", 1)
+    Y, arg = cudab.spmm(r, c, None, X, 4, 3, "max", True)
+    assert torch.count_nonzero(Y) == 0 and bool((arg == -1).all())
+
+
+# ---- SDDMM --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dt", list(DTYPES))
+@pytest.mark.parametrize("H,F", [(1, 1), (1, 3), (1, 32), (4, 8), (2, 17), (1, 128), (3, 64)])
+def test_sddmm_dot_backend(dt, H, F):
+    M, K = 130, 90
+    rowptr, col, _ = make_graph(M, K, 7, seed=F + H)
+    for itype in ("int32", "int64"):
+        r, c, _ = dev_graph(rowptr, col, None, itype, torch.float32)
+        X, Y = rand((M, H, F), dt, 1), rand((K, H, F), dt, 2)
+        E = cudab.sddmm(r, c, X, Y, M, K, "dot")
+        want = ref.sddmm(ns(rowptr, col, None, M, K), host(X), host(Y), "dot")
+        close(host(E), want, dt)
+        same_bits(E, cudab.sddmm(r, c, X, Y, M, K, "dot"))
+
+
+@pytest.mark.parametrize("dt", list(DTYPES))
+@pytest.mark.parametrize("H", [1, 4, 8, 33])
+def test_sddmm_add_backend(dt, H):
+    M, K = 130, 90
+    rowptr, col, _ = make_graph(M, K, 7, seed=H)
+    r, c, _ = dev_graph(rowptr, col, None, "int64", torch.float32)
+    X, Y = rand((M, H), dt, 1), rand((K, H), dt, 2)
+    E = cudab.sddmm(r, c, X, Y, M, K, "add")
+    want = ref.sddmm(ns(rowptr, col, None, M, K), host(X), host(Y), "add")
+    close(host(E), want, dt)
+
+
+def test_sddmm_hub():
+    M, K = 400, 3000
+    rowptr, col, _ = make_graph(M, K, 20, seed=5, hub=110_000)
+    r, c, _ = dev_graph(rowptr, col, None, "int32", torch.float32)
+    X, Y = rand((M, 1, 32), "float32", 1), rand((K, 1, 32), "float32", 2)
+    E = cudab.sddmm(r, c, X, Y, M, K, "dot")
+    close(host(E), ref.sddmm(ns(rowptr, col, None, M, K), host(X), host(Y), "dot"), "float32")
+
+
+# ---- FusedMM ------------------------------------------------------------------------------
+
+def check_fused(rowptr, col, val, M, K, H, F, D, dt, itype, op, edge, seed, weighted=True):
+    r, c, v = dev_graph(rowptr, col, val if weighted else None, itype, val_dtype(dt))
+    if op == "dot":
+        X, Y = rand((M, H, F), dt, seed, 0.5), rand((K, H, F), dt, seed + 1, 0.5)
+    else:
+        X, Y = rand((M, H), dt, seed), rand((K, H), dt, seed + 1)
+    Z = rand((K, H, D), dt, seed + 2)
+    out, E = cudab.fusedmm(r, c, v, X, Y, Z, M, K, op, edge, 0.2, True)
+    A = ns(rowptr, col, v, M, K)
+    want_out, want_e = ref.fusedmm(A, host(X), host(Y), host(Z), op, edge, 0.2, return_edges=True)
+    close(host(out), want_out, dt)
+    close(host(E), want_e, dt)
+    out2, _ = cudab.fusedmm(r, c, v, X, Y, Z, M, K, op, edge, 0.2, False)
+    same_bits(out, out2)
+
+
+@pytest.mark.parametrize("dt", list(DTYPES))
+@pytest.mark.parametrize("op", ["dot", "add"])
+@pytest.mark.parametrize("edge", ["none", "leaky_relu", "exp", "softmax"])
+@pytest.mark.parametrize("H,F,D", [(1, 16, 16), (4, 8, 3), (2, 5, 33), (1, 32, 128)])
+def test_fusedmm_backend(dt, op, edge, H, F, D):
+    M, K = 120, 100
+    rowptr, col, val = make_graph(M, K, 6, seed=D + H)
+    itype = "int32" if D % 2 else "int64"
+    check_fused(rowptr, col, val, M, K, H, F, D, dt, itype, op, edge, seed=D, weighted=(H != 4))
+
+
+@pytest.mark.parametrize("edge", ["none", "softmax"])
+@pytest.mark.parametrize("op", ["dot", "add"])
+def test_fusedmm_hub(edge, op):
+    M, K = 500, 4000
+    rowptr, col, val = make_graph(M, K, 20, seed=9, hub=105_000)
+    check_fused(rowptr, col, val, M, K, 2, 8, 16, "float32", "int64", op, edge, seed=3)
+
+
+# ---- CuPy through the backend -------------------------------------------------------------
+
+def test_cupy_backend():
+    cp = pytest.importorskip("cupy")
+    M, K, C = 200, 150, 17
+    rowptr, col, val = make_graph(M, K, 6, seed=1, hub=3000)
+    r, c, v = cp.asarray(rowptr), cp.asarray(col), cp.asarray(val)
+    X = cp.asarray(np.random.default_rng(0).standard_normal((K, C)).astype(np.float32))
+    assert cudab.owns(X) and cudab.dtype_name(X) == "float32"
+    Y, arg = cudab.spmm(r, c, v, X, M, K, "max", True)
+    assert isinstance(Y, cp.ndarray) and arg.dtype == cp.int64
+    A = types.SimpleNamespace(rowptr=rowptr, col=col, val=val, shape=(M, K))
+    Yr, ar = ref.spmm(A, cp.asnumpy(X), "max", True, dtype=np.float32)
+    np.testing.assert_array_equal(cp.asnumpy(arg), ar)
+    np.testing.assert_array_equal(cp.asnumpy(Y), Yr)
+    Xh = X[:K][:, None, :].copy()
+    rs, cs = rowptr, col  # square graph for sddmm
+    E = cudab.sddmm(r, c, cp.ascontiguousarray(cp.concatenate([Xh, Xh])[:M]), Xh, M, K, "dot")
+    assert isinstance(E, cp.ndarray) and E.shape == (len(col), 1)
+    Er = ref.sddmm(A, cp.asnumpy(cp.concatenate([Xh, Xh])[:M]), cp.asnumpy(Xh), "dot")
+    close(cp.asnumpy(E), Er, "float32")
+
+
+# ---- public API ---------------------------------------------------------------------------
+
+gs = pytest.importorskip("gnnsparse")
+_has_api = all(hasattr(gs, n) for n in ("spmm", "sddmm", "fusedmm", "CSR"))
+api = pytest.mark.skipif(not _has_api, reason="gnnsparse frontend not present")
+
+
+def _api_csr(rowptr, col, val, M, K, itype, like):
+    it = torch.int32 if itype == "int32" else torch.int64
+    r = torch.from_numpy(rowptr).to(DEV, it)
+    c = torch.from_numpy(col).to(DEV, it)
+    v = None if val is None else torch.from_numpy(val).to(DEV)
+    return gs.CSR(r, c, v, shape=(M, K))
+
+
+@api
+@pytest.mark.parametrize("dt", list(DTYPES))
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min"])
+@pytest.mark.parametrize("C", [1, 17, 64])
+def test_api_spmm(dt, reduce, C):
+    M, K = 300, 200
+    rowptr, col, val = make_graph(M, K, 5, seed=C)
+    A = _api_csr(rowptr, col, val, M, K, "int64" if C == 17 else "int32", None)
+    X = rand((K, C), dt, 4)
+    if reduce in ("max", "min"):
+        Y, arg = gs.spmm(A, X, reduce=reduce, return_arg=True)
+        Yr, ar = ref.spmm(types.SimpleNamespace(rowptr=rowptr, col=col, val=host(A.val) if A.val is not None else None,
+                                                shape=(M, K)), host(X), reduce, True, dtype=acc_np(dt))
+        np.testing.assert_array_equal(host(arg), ar)
+        close(host(Y), Yr, dt)
+    else:
+        Y = gs.spmm(A, X, reduce=reduce)
+        close(host(Y), ref.spmm(A, host(X), reduce), dt)
+    assert Y.dtype == X.dtype and Y.device == X.device
+    Y2 = gs.spmm(A, X, reduce=reduce, return_arg=False)
+    same_bits(Y, Y2)
+
+
+@api
+@pytest.mark.parametrize("dt", ["float32", "float16"])
+def test_api_sddmm_fusedmm(dt):
+    M = K = 250
+    rowptr, col, val = make_graph(M, K, 6, seed=2)
+    A = _api_csr(rowptr, col, val, M, K, "int32", None)
+    X, Y = rand((M, 4, 8), dt, 1, 0.5), rand((K, 4, 8), dt, 2, 0.5)
+    Z = rand((K, 4, 16), dt, 3)
+    close(host(gs.sddmm(A, X, Y, op="dot")), ref.sddmm(A, host(X), host(Y), "dot"), dt)
+    out, E = gs.fusedmm(A, X, Y, Z, op="dot", edge="softmax", return_edges=True)
+    wo, we = ref.fusedmm(A, host(X), host(Y), host(Z), "dot", "softmax", return_edges=True)
+    close(host(out), wo, dt)
+    close(host(E), we, dt)
+    Xa, Ya = rand((M, 4), dt, 5), rand((K, 4), dt, 6)
+    out = gs.fusedmm(A, Xa, Ya, Z, op="add", edge="leaky_relu", slope=0.1)
+    close(host(out), ref.fusedmm(A, host(Xa), host(Ya), host(Z), "add", "leaky_relu", 0.1), dt)
+
+
+@api
+def test_api_cupy():
+    cp = pytest.importorskip("cupy")
+    M, K = 200, 150
+    rowptr, col, val = make_graph(M, K, 6, seed=8)
+    A = gs.CSR(cp.asarray(rowptr), cp.asarray(col), cp.asarray(val), shape=(M, K))
+    X = cp.asarray(np.random.default_rng(0).standard_normal((K, 33)).astype(np.float32))
+    Y = gs.spmm(A, X, reduce="mean")
+    assert isinstance(Y, cp.ndarray)
+    close(cp.asnumpy(Y), ref.spmm(types.SimpleNamespace(rowptr=rowptr, col=col, val=val, shape=(M, K)),
+                                  cp.asnumpy(X), "mean"), "float32")
