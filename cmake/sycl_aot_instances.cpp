@@ -1,0 +1,79 @@
+// Ahead-of-time image of every ESIMD kernel instance the launchers can pick, for pvc (Intel Data
+// Center GPU Max 1550). Compiled ONLY by icpx through cmake/SyclAot.cmake (GNNSPARSE_SYCL_AOT=ON):
+//   icpx -fsycl -fsycl-targets=spir64_gen -Xs "-device pvc" -shared -fPIC -I sycl/kernels ...
+// The kernel headers are the same files the run-time kernel_compiler reads (sycl/kernels/esimd/).
+// The instance set is enumerated from sycl/kernels/esimd/policy.hpp (kNT, kVLC, kN), and each kernel
+// is filed under the exact registered name the launcher asks for (policy.hpp's *_name functions),
+// so the run-time and AOT paths cannot disagree on what exists.
+//
+// Exported: gnnsparse_esimd_aot_kernel(name, context, device, out) -> true and *out set when the
+// image holds the instance; the runtime may try it before the kernel_compiler (see docs/esimd.md).
+#include <sycl/sycl.hpp>
+
+#include <map>
+#include <string>
+#include <utility>
+
+#include "esimd/fusedmm.hpp"
+#include "esimd/policy.hpp"
+#include "esimd/sddmm.hpp"
+#include "esimd/spmm.hpp"
+
+namespace {
+namespace syclexp = sycl::ext::oneapi::experimental;
+namespace ge = gnnsparse::esimd;
+namespace gp = gnnsparse::esimd_policy;
+using Table = std::map<std::string, sycl::kernel_id>;
+
+template <const auto &Arr, typename F, std::size_t... Is>
+void each(F &&f, std::index_sequence<Is...>) {
+  (f(std::integral_constant<int, Arr[Is]>{}), ...);
+}
+template <const auto &Arr, typename F>
+void each(F &&f) {
+  each<Arr>(f, std::make_index_sequence<sizeof(Arr) / sizeof(Arr[0])>{});
+}
+
+template <typename I>
+void add_all(Table &t) {
+  constexpr bool i64 = sizeof(I) == 8;
+  each<gp::kVLC>([&](auto VLC) {
+    each<gp::kN>([&](auto N) {
+      each<gp::kNT>([&](auto NT) {
+        t.emplace(gp::sddmm_name(i64, NT, VLC, N),
+                  syclexp::get_kernel_id<ge::sddmm<float, I, NT.value, VLC.value, N.value>>());
+      });
+      t.emplace(gp::spmm_name(i64, VLC, N, false), syclexp::get_kernel_id<ge::spmm<float, I, VLC.value, N.value, false>>());
+      t.emplace(gp::spmm_name(i64, VLC, N, true), syclexp::get_kernel_id<ge::spmm<float, I, VLC.value, N.value, true>>());
+      each<gp::kN>([&](auto ND) {
+        t.emplace(gp::fusedmm_name(i64, VLC, N, ND, false),
+                  syclexp::get_kernel_id<ge::fusedmm<float, I, VLC.value, N.value, ND.value, false>>());
+        t.emplace(gp::fusedmm_name(i64, VLC, N, ND, true),
+                  syclexp::get_kernel_id<ge::fusedmm<float, I, VLC.value, N.value, ND.value, true>>());
+      });
+    });
+  });
+}
+
+const Table &table() {
+  static const Table t = [] {
+    Table r;
+    add_all<int>(r);
+    add_all<long>(r);
+    return r;
+  }();
+  return t;
+}
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) bool gnnsparse_esimd_aot_kernel(const char *name,
+                                                                                   const sycl::context &ctx,
+                                                                                   const sycl::device &dev,
+                                                                                   sycl::kernel *out) {
+  const auto it = table().find(name);
+  if (it == table().end() || !dev.has(sycl::aspect::ext_intel_esimd)) return false;
+  if (!sycl::has_kernel_bundle<sycl::bundle_state::executable>(ctx, {dev}, {it->second})) return false;
+  auto kb = sycl::get_kernel_bundle<sycl::bundle_state::executable>(ctx, {dev}, {it->second});
+  *out = kb.get_kernel(it->second);
+  return true;
+}

@@ -1,0 +1,227 @@
+// Host driver of the ESIMD kernel bodies on the shim (tests only). Built by tests/test_esimd.py as a
+// shared library (g++ -DGNNSPARSE_ESIMD_HOST_SHIM -I sycl/kernels -I tests/esimd_shim) and called
+// through ctypes. Each entry point:
+//   1. takes the launch the host launcher (sycl/esimd.cpp) would make, from the same policy header
+//      (sycl/kernels/esimd/policy.hpp); a non-zero nt / vlc / n / n2 forces that instance instead;
+//   2. registers every array with the shim (read-only inputs, write-counted outputs);
+//   3. runs every thread of the nd_range (global ids past the useful threads included) one by one;
+//   4. checks that every output element was written exactly once and no access left its array.
+// Returns 0 on success, else the number of shim errors (text: shim_last_errors()).
+// Compile with -DSHIM_PART=1|2|3 to build one op per object (parallel builds); the default builds all.
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "esimd/fusedmm.hpp"
+#include "esimd/policy.hpp"
+#include "esimd/sddmm.hpp"
+#include "esimd/spmm.hpp"
+
+#ifndef SHIM_PART
+#define SHIM_PART 0
+#endif
+
+namespace ge = gnnsparse::esimd;
+namespace gp = gnnsparse::esimd_policy;
+namespace shim = gnnsparse_shim;
+using i64 = std::int64_t;
+
+namespace {
+
+// Calls f(std::integral_constant<int, v>) for the v in Vs equal to x; false when none is.
+template <int... Vs, typename F>
+bool dispatch(int x, F &&f) {
+  return ((x == Vs ? (f(std::integral_constant<int, Vs>{}), true) : false) || ...);
+}
+
+int finish(const char *out_name) {
+  auto &st = shim::state();
+  for (auto &r : st.ranges) {
+    if (!r.writable || !r.elem) continue;
+    std::size_t bad = 0, first = 0;
+    for (std::size_t e = 0; e < r.writes.size(); ++e)
+      if (r.writes[e] != 1 && bad++ == 0) first = e;
+    if (bad)
+      shim::error(std::string(r.name) + ": " + std::to_string(bad) + " elements not written exactly once (first " +
+                  std::to_string(first) + ", written " + std::to_string(r.writes[first]) + " times)");
+  }
+  (void)out_name;
+  return int(st.errors.size());
+}
+
+template <typename I>
+void register_csr(const void *rowptr, const void *col, const float *val, i64 M, i64 nnz) {
+  shim::add_range("rowptr", rowptr, sizeof(I) * (M + 1), false);
+  if (nnz) shim::add_range("col", col, sizeof(I) * nnz, false);
+  if (val && nnz) shim::add_range("val", val, sizeof(float) * nnz, false);
+}
+
+}  // namespace
+
+extern "C" {
+
+#if SHIM_PART == 0 || SHIM_PART == 1
+// All errors of the last run, newline separated.
+const char *shim_last_errors() {
+  static std::string s;
+  s.clear();
+  for (auto &e : shim::state().errors) s += e + "\n";
+  return s.c_str();
+}
+
+// The launch the host launcher makes: out = {nt, vlc, n, n2, local, global, threads}.
+// op: 0 sddmm, 1 spmm, 2 fusedmm.
+void shim_policy(int op, i64 M, i64 nnz, i64 H, i64 F, i64 D, i64 *out) {
+  gp::Launch l = op == 0 ? gp::sddmm_launch(M, nnz, H, F) : op == 1 ? gp::spmm_launch(M, nnz, F)
+                                                                    : gp::fusedmm_launch(M, nnz, H, F, D);
+  const i64 v[7] = {l.nt, l.vlc, l.n, l.n2, l.local, l.global, l.threads};
+  std::memcpy(out, v, sizeof v);
+}
+
+// Registered names of every instance the launchers can pick for an entry file, newline separated.
+const char *shim_instance_names(const char *entry) {
+  static std::string s;
+  s.clear();
+  for (auto &n : gp::all_instance_names(entry)) s += n + "\n";
+  return s.c_str();
+}
+#endif
+
+#if SHIM_PART == 0 || SHIM_PART == 1
+// SDDMM dot: E[nnz, H] from X[M, H, F], Y[K, H, F].
+int shim_sddmm(int idx64, int nt, int vlc, int n, const void *rowptr, const void *col, const float *X,
+               const float *Y, float *E, i64 M, i64 K, i64 nnz, i64 H, i64 F) {
+  shim::reset();
+  gp::Launch l = gp::sddmm_launch(M, nnz, H, F);
+  if (nt) l.nt = nt, l.local = nt, l.threads = l.global = M * H * nt;
+  if (vlc) l.vlc = vlc;
+  if (n) l.n = n;
+  bool ok = false;
+  auto run = [&](auto I_tag) {
+    using I = decltype(I_tag);
+    register_csr<I>(rowptr, col, nullptr, M, nnz);
+    if (M * H * F != 0) shim::add_range("X", X, sizeof(float) * M * H * F, false);
+    if (K * H * F != 0) shim::add_range("Y", Y, sizeof(float) * K * H * F, false);
+    if (nnz * H != 0) shim::add_range("E", E, sizeof(float) * nnz * H, true, sizeof(float));
+    dispatch<1, 2, 4, 8, 16>(l.nt, [&](auto NT) {
+      dispatch<8, 16>(l.vlc, [&](auto VLC) {
+        dispatch<16, 32, 64, 128>(l.n, [&](auto N) {
+          ok = true;
+          for (i64 g = 0; g < l.global; ++g)
+            ge::sddmm_thread<float, I, NT.value, VLC.value, N.value>(g / l.local, int(g % l.local),
+                                                                     static_cast<const I *>(rowptr),
+                                                                     static_cast<const I *>(col), X, Y, E, H, F);
+        });
+      });
+    });
+  };
+  if (idx64) run(std::int64_t{}); else run(std::int32_t{});
+  if (!ok) { shim::error("sddmm: no instance for these parameters"); }
+  return finish("E");
+}
+#endif
+
+#if SHIM_PART == 0 || SHIM_PART == 2
+// SpMM sum / mean: Y[M, C] from X[K, C]; val may be null.
+int shim_spmm(int idx64, int vlc, int n, int mean, const void *rowptr, const void *col, const float *val,
+              const float *X, float *Y, i64 M, i64 K, i64 nnz, i64 C) {
+  shim::reset();
+  gp::Launch l = gp::spmm_launch(M, nnz, C);
+  if (vlc) l.vlc = vlc;
+  if (n) {
+    l.n = n;
+    l.threads = M * gp::ceil_div(C, n);
+    l.global = gp::ceil_div(l.threads, l.local) * l.local;
+  }
+  bool ok = false;
+  auto run = [&](auto I_tag) {
+    using I = decltype(I_tag);
+    register_csr<I>(rowptr, col, val, M, nnz);
+    if (K * C != 0) shim::add_range("X", X, sizeof(float) * K * C, false);
+    if (M * C != 0) shim::add_range("Y", Y, sizeof(float) * M * C, true, sizeof(float));
+    dispatch<8, 16>(l.vlc, [&](auto VLC) {
+      dispatch<16, 32, 64, 128>(l.n, [&](auto N) {
+        ok = true;
+        for (i64 g = 0; g < l.global; ++g) {
+          if (val)
+            ge::spmm_thread<float, I, VLC.value, N.value, true>(g, static_cast<const I *>(rowptr),
+                                                               static_cast<const I *>(col), val, X, Y, M, C, mean);
+          else
+            ge::spmm_thread<float, I, VLC.value, N.value, false>(g, static_cast<const I *>(rowptr),
+                                                                static_cast<const I *>(col), val, X, Y, M, C, mean);
+        }
+      });
+    });
+  };
+  if (idx64) run(std::int64_t{}); else run(std::int32_t{});
+  if (!ok) { shim::error("spmm: no instance for these parameters"); }
+  return finish("Y");
+}
+#endif
+
+#if SHIM_PART == 0 || SHIM_PART == 3
+#ifndef SHIM_FUSED_HALF
+#define SHIM_FUSED_HALF 0  // 1: the unweighted instances only, 2: the weighted ones, 0: both
+#endif
+}  // extern "C"
+#define GNNSPARSE_FUSED_ARGS                                                                                   \
+  int idx64, int vlc, int nf, int nd, int edge, float slope, const void *rowptr, const void *col,               \
+      const float *val, const float *X, const float *Y, const float *Z, float *Out, float *E, i64 M, i64 K,     \
+      i64 nnz, i64 H, i64 F, i64 D
+#define GNNSPARSE_FUSED_PASS idx64, vlc, nf, nd, edge, slope, rowptr, col, val, X, Y, Z, Out, E, M, K, nnz, H, F, D
+
+template <bool HAS_VAL>
+int fused_run(GNNSPARSE_FUSED_ARGS) {
+  shim::reset();
+  gp::Launch l = gp::fusedmm_launch(M, nnz, H, F, D);
+  if (vlc) l.vlc = vlc;
+  if (nf) l.n = nf;
+  if (nd) {
+    l.n2 = nd;
+    l.threads = M * H * gp::ceil_div(D, nd);
+    l.global = gp::ceil_div(l.threads, l.local) * l.local;
+  }
+  bool ok = false;
+  auto run = [&](auto I_tag) {
+    using I = decltype(I_tag);
+    register_csr<I>(rowptr, col, val, M, nnz);
+    if (M * H * F != 0) shim::add_range("X", X, sizeof(float) * M * H * F, false);
+    if (K * H * F != 0) shim::add_range("Y", Y, sizeof(float) * K * H * F, false);
+    if (K * H * D != 0) shim::add_range("Z", Z, sizeof(float) * K * H * D, false);
+    if (M * H * D != 0) shim::add_range("Out", Out, sizeof(float) * M * H * D, true, sizeof(float));
+    if (E && nnz * H != 0) shim::add_range("E", E, sizeof(float) * nnz * H, true, sizeof(float));
+    dispatch<8, 16>(l.vlc, [&](auto VLC) {
+      dispatch<16, 32, 64, 128>(l.n, [&](auto NF) {
+        dispatch<16, 32, 64, 128>(l.n2, [&](auto ND) {
+          ok = true;
+          for (i64 g = 0; g < l.global; ++g)
+            ge::fusedmm_thread<float, I, VLC.value, NF.value, ND.value, HAS_VAL>(
+                g, static_cast<const I *>(rowptr), static_cast<const I *>(col), val, X, Y, Z, Out, E, M, H, F, D,
+                edge, slope);
+        });
+      });
+    });
+  };
+  if (idx64) run(std::int64_t{}); else run(std::int32_t{});
+  if (!ok) shim::error("fusedmm: no instance for these parameters");
+  return finish("Out");
+}
+
+extern "C" {
+int shim_fusedmm_weighted(GNNSPARSE_FUSED_ARGS);
+int shim_fusedmm_unweighted(GNNSPARSE_FUSED_ARGS);
+#if SHIM_FUSED_HALF == 0 || SHIM_FUSED_HALF == 1
+int shim_fusedmm_unweighted(GNNSPARSE_FUSED_ARGS) { return fused_run<false>(GNNSPARSE_FUSED_PASS); }
+#endif
+#if SHIM_FUSED_HALF == 0 || SHIM_FUSED_HALF == 2
+int shim_fusedmm_weighted(GNNSPARSE_FUSED_ARGS) { return fused_run<true>(GNNSPARSE_FUSED_PASS); }
+#endif
+#if SHIM_FUSED_HALF == 0 || SHIM_FUSED_HALF == 1
+// FusedMM dot + edge function: Out[M, H, D]; val and E may be null.
+int shim_fusedmm(GNNSPARSE_FUSED_ARGS) {
+  return val ? shim_fusedmm_weighted(GNNSPARSE_FUSED_PASS) : shim_fusedmm_unweighted(GNNSPARSE_FUSED_PASS);
+}
+#endif
+#endif
+
+}  // extern "C"
