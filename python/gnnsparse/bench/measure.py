@@ -1,0 +1,383 @@
+"""Inputs, the correctness check against gnnsparse.reference, the bytes/FLOP model, timers and the
+copy-bandwidth probe, for the two bench devices (the SYCL CPU device with NumPy, a CUDA GPU with torch).
+"""
+from __future__ import annotations
+
+import statistics
+import time
+import warnings
+
+import numpy as np
+
+from .. import reference
+from .._arrays import to_numpy
+from .._csr import CSR
+
+# ---------------------------------------------------------------- inputs
+FLOAT_BYTES = 4
+
+
+def make_inputs(case, A: CSR, seed: int = 0) -> dict:
+    """Host float32 inputs of a case, seeded. SpMM: X (K, C). SDDMM: X (M[, H], F), Y (K[, H], F)
+    (dot) or X (M[, H]), Y (K[, H]) (add). FusedMM: those plus Z (K[, H], D) with D = width.
+    Dot features are scaled by 1/sqrt(F) so softmax/exp edge functions stay in range."""
+    rng = np.random.default_rng(seed)
+    M, K = A.shape
+    w, H = case.width, case.heads
+
+    def normal(*shape, scale=1.0):
+        return (rng.standard_normal(shape, dtype=np.float32) * np.float32(scale))
+
+    if case.op == "spmm":
+        return {"X": normal(K, w)}
+    head = () if H == 1 else (H,)
+    if case.sddmm_op == "dot":
+        s = 1.0 / np.sqrt(w)
+        X, Y = normal(M, *head, w, scale=s), normal(K, *head, w, scale=s)
+    else:
+        X, Y = normal(M, *head), normal(K, *head)
+    if case.op == "sddmm":
+        return {"X": X, "Y": Y}
+    return {"X": X, "Y": Y, "Z": normal(K, *head, w)}
+
+
+# ---------------------------------------------------------------- our call
+def ours(case):
+    """fn(A, inputs) -> result of the gnnsparse op for this case."""
+    import gnnsparse as gs
+
+    if case.op == "spmm":
+        return lambda A, i: gs.spmm(A, i["X"], reduce=case.reduce)
+    if case.op == "sddmm":
+        return lambda A, i: gs.sddmm(A, i["X"], i["Y"], op=case.sddmm_op)
+    return lambda A, i: gs.fusedmm(A, i["X"], i["Y"], i["Z"], op=case.sddmm_op, edge=case.edge)
+
+
+# ---------------------------------------------------------------- bytes and FLOP model
+def model(case, A: CSR) -> tuple[int, int]:
+    """(bytes, flops): CSR read once (rowptr, col, val when present) + every gathered row + each
+    row-side input read once + output written once; SpMM 2*nnz*C FLOPs, SDDMM dot nnz*(2F-1) per
+    head, add nnz per head, FusedMM the sum of its SDDMM and a 2*nnz*D SpMM."""
+    M, K = A.shape
+    nnz = A.nnz
+    idx = np.dtype(A.index_dtype).itemsize
+    csr = (M + 1) * idx + nnz * idx + (nnz * FLOAT_BYTES if A.val is not None else 0)
+    w, H, f = case.width, case.heads, FLOAT_BYTES
+    if case.op == "spmm":
+        return csr + nnz * w * f + M * w * f, 2 * nnz * w
+    if case.sddmm_op == "dot":
+        sd_bytes, sd_flops = M * H * w * f + nnz * H * w * f, nnz * H * (2 * w - 1)
+    else:
+        sd_bytes, sd_flops = M * H * f + nnz * H * f, nnz * H
+    if case.op == "sddmm":
+        return csr + sd_bytes + nnz * H * f, sd_flops
+    return csr + sd_bytes + nnz * H * w * f + M * H * w * f, sd_flops + 2 * nnz * H * w
+
+
+# ---------------------------------------------------------------- correctness
+def sample_rows(A: CSR, max_rows: int = 2048, seed: int = 0, full_nnz: int = 200_000):
+    """None (check every row) when A has at most max_rows rows or full_nnz entries, else a sorted
+    sample of max_rows rows that always holds the longest row (the hub) and an empty row when
+    there is one."""
+    M = A.shape[0]
+    if M <= max_rows or A.nnz <= full_nnz:
+        return None
+    deg = A.degrees()
+    rng = np.random.default_rng(seed)
+    rows = rng.choice(M, size=min(M, max_rows), replace=False)
+    extra = [int(np.argmax(deg))]
+    empty = np.flatnonzero(deg == 0)
+    if empty.size:
+        extra.append(int(empty[0]))
+    return np.unique(np.concatenate([rows, extra]))
+
+
+def sub_csr(A: CSR, rows):
+    """(the CSR of `rows` of A (len(rows) x K), the positions of its entries in A)."""
+    rowptr = A.rowptr.astype(np.int64)
+    deg = rowptr[rows + 1] - rowptr[rows]
+    sub_ptr = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum(deg, out=sub_ptr[1:])
+    pos = np.repeat(rowptr[rows] - sub_ptr[:-1], deg) + np.arange(sub_ptr[-1], dtype=np.int64)
+    val = None if A.val is None else to_numpy(A.val)[pos]
+    return CSR(sub_ptr, A.col[pos], val, (len(rows), A.shape[1]), validate=False), pos
+
+
+def _abs_csr(A):
+    return A if A.val is None else CSR(A.rowptr, A.col, np.abs(to_numpy(A.val)), A.shape, validate=False)
+
+
+def expected(case, A: CSR, inputs: dict, rows=None):
+    """(reference result of the checked rows (float64), per-element magnitude for the tolerance,
+    index into our full result that selects the same elements). With `rows`, the reference runs on
+    the sub-CSR of those rows with its columns compacted to the ones it uses (so a sample of a
+    huge graph never converts the whole feature matrix to float64)."""
+    if rows is None:
+        S, pos, used = A, None, None
+    else:
+        S, pos = sub_csr(A, rows)
+        used, inv = np.unique(S.col, return_inverse=True)
+        S = CSR(S.rowptr, inv.astype(S.col.dtype), S.val, (S.shape[0], max(len(used), 1)), validate=False)
+
+    def cols(a):  # the column-side input restricted to the used columns
+        return a if used is None else (a[used] if len(used) else a[:1])
+
+    X = inputs["X"]
+    if case.op == "spmm":
+        Xc = cols(X)
+        ref = reference.spmm(S, Xc, case.reduce)
+        if case.reduce in ("sum", "mean"):
+            mag = reference.spmm(_abs_csr(S), np.abs(Xc), case.reduce)
+        else:
+            vmax = 1.0 if S.val is None else float(np.abs(to_numpy(S.val)).max(initial=0.0))
+            mag = np.full_like(ref, float(np.abs(Xc).max(initial=0.0)) * vmax)
+        return ref, mag, rows
+    Xr = X if rows is None else X[rows]
+    Y = cols(inputs["Y"])
+    if case.op == "sddmm":
+        ref = reference.sddmm(S, Xr, Y, case.sddmm_op)
+        mag = reference.sddmm(S, np.abs(Xr), np.abs(Y), case.sddmm_op)
+        return ref, mag, pos
+    Z = cols(inputs["Z"])
+    ref = reference.fusedmm(S, Xr, Y, Z, case.sddmm_op, case.edge)
+    if case.edge == "softmax":
+        mag = np.full_like(ref, float(np.abs(Z).max(initial=0.0)))
+    else:
+        mag = reference.fusedmm(_abs_csr(S), np.abs(Xr), np.abs(Y), np.abs(Z),
+                                case.sddmm_op, case.edge if case.edge != "leaky_relu" else "none")
+    return ref, mag, rows
+
+
+def compare(got, ref, mag, rtol: float = 1e-4) -> tuple[bool, float, str]:
+    """(ok, max error relative to the magnitude, message). ok needs matching shapes and NaNs, every
+    |got - ref| <= rtol * (mag + tiny), and a reference that is not all zeros (never time zeros)."""
+    got = np.asarray(got, np.float64)
+    if got.shape != ref.shape:
+        return False, float("inf"), f"shape {got.shape} != reference {ref.shape}"
+    if ref.size and not np.any(ref != 0):
+        return False, float("inf"), "the reference is all zeros: nothing to check"
+    nan_g, nan_r = np.isnan(got), np.isnan(ref)
+    if np.any(nan_g != nan_r):
+        return False, float("inf"), f"{int(np.sum(nan_g != nan_r))} NaN mismatches"
+    ok_mask = ~nan_r
+    tiny = 1e-30 + 1e-7 * float(np.abs(ref[ok_mask]).max(initial=0.0))
+    err = np.abs(got[ok_mask] - ref[ok_mask]) / (mag[ok_mask] + tiny)
+    worst = float(err.max(initial=0.0))
+    if worst > rtol:
+        k = int(np.argmax(err))
+        return False, worst, (f"max relative error {worst:.2e} > {rtol:.0e} at flat index {k}: "
+                              f"got {got[ok_mask][k]!r}, reference {ref[ok_mask][k]!r}")
+    return True, worst, ""
+
+
+def check(case, A: CSR, inputs: dict, result_host, rows=None, rtol: float = 1e-4):
+    """Check our result (host copy) against gnnsparse.reference on `rows` (None = all)."""
+    ref, mag, sel = expected(case, A, inputs, rows)
+    got = result_host if sel is None else result_host[sel]
+    return compare(got, ref, mag, rtol)
+
+
+def agree(a, b, rtol: float = 1e-3) -> bool:
+    """Loose agreement of a reference library's result with ours (scaled by the largest value)."""
+    a = np.asarray(a, np.float64)
+    b = np.asarray(b, np.float64)
+    if a.shape != b.shape:
+        try:
+            a = a.reshape(b.shape)
+        except ValueError:
+            return False
+    scale = max(float(np.nanmax(np.abs(b), initial=0.0)), 1e-30)
+    return bool(np.all(np.isclose(a, b, rtol=0, atol=rtol * scale, equal_nan=True)))
+
+
+# ---------------------------------------------------------------- devices
+class CPUDevice:
+    """The SYCL CPU device: NumPy in, NumPy out; wall-clock timing (the ops are synchronous)."""
+    kind = "cpu"
+    timing = ("wall clock (time.perf_counter) per call, the ops being synchronous; each library timed in "
+              "blocks of consecutive calls after an untimed call, blocks alternating over 2 rounds")
+
+    def __init__(self):
+        from .. import _sycl_backend
+
+        if not _sycl_backend.available():
+            raise RuntimeError(f"the SYCL backend is not available: {_sycl_backend.unavailable_reason()}")
+        self._q = _sycl_backend.default_queue()
+        dev = self._q.sycl_device
+        self.name = f"{dev.name} (SYCL {dev.backend.name}:{dev.device_type.name}, {dev.max_compute_units} compute units)"
+        self.torch_device = "cpu" if _has_torch() else None
+        self.warmup, self.rotate = 1, 1
+
+    def put(self, a):
+        return a
+
+    def put_csr(self, A, like):
+        return A
+
+    def host(self, a):
+        return to_numpy(a)
+
+    def sync(self):
+        pass
+
+    def time(self, fn, inputs_list, warmup, repeat):
+        return self.time_many({"f": (fn, inputs_list)}, warmup, repeat)["f"]
+
+    def time_many(self, fns, warmup, repeat, rounds: int = 2):
+        """{name: [seconds]}: each function runs in blocks of consecutive calls, every block after
+        max(warmup, 1) untimed calls, and the blocks of all functions alternate over `rounds`
+        rounds. Blocks, not single interleaved calls: on a small CPU the thread pools of the SYCL
+        runtime, torch (OpenMP) and the next library spin after a call and slow whoever runs next;
+        rounds spread the load of other processes on a shared machine over all functions."""
+        rounds = max(1, min(rounds, repeat))
+        per = [repeat // rounds + (1 if r < repeat % rounds else 0) for r in range(rounds)]
+        out = {k: [] for k in fns}
+        for n in per:
+            for k, (fn, inputs, *hooks) in fns.items():
+                if hooks:
+                    hooks[0]()  # enter: e.g. a thread setting for this block
+                try:
+                    for i in range(max(warmup, 1)):
+                        fn(inputs[i % len(inputs)])
+                    for i in range(n):
+                        inp = inputs[i % len(inputs)]
+                        t0 = time.perf_counter()
+                        fn(inp)
+                        out[k].append(time.perf_counter() - t0)
+                finally:
+                    if hooks:
+                        hooks[1]()
+        return out
+
+    def copy_bandwidth(self, nbytes: int = 256 << 20) -> dict:
+        """Read+write bytes per second of a large copy on the SYCL device (queue.memcpy between two
+        device USM buffers) and of a NumPy host copy, median of 5."""
+        import dpctl.memory as dm
+
+        a = dm.MemoryUSMDevice(nbytes, queue=self._q)
+        b = dm.MemoryUSMDevice(nbytes, queue=self._q)
+        self._q.memcpy(b, a, nbytes)
+        ts = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            self._q.memcpy(b, a, nbytes)
+            ts.append(time.perf_counter() - t0)
+        x = np.ones(nbytes // 4, np.float32)
+        y = np.empty_like(x)
+        np.copyto(y, x)
+        th = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            np.copyto(y, x)
+            th.append(time.perf_counter() - t0)
+        return {"device_gbps": 2 * nbytes / statistics.median(ts) / 1e9,
+                "host_gbps": 2 * nbytes / statistics.median(th) / 1e9,
+                "method": f"SYCL queue.memcpy of {nbytes >> 20} MiB device USM (read+write); host: numpy.copyto"}
+
+
+class CUDADevice:
+    """A CUDA GPU through torch: inputs are torch CUDA tensors, timing with torch.cuda.Event after
+    warm-up; dense inputs rotate between copies when they would fit in L2."""
+    kind = "cuda"
+
+    def __init__(self, index: int = 0, l2_bytes: int = 64 << 20):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise RuntimeError("torch sees no CUDA device")
+        self.torch = torch
+        self.torch_device = f"cuda:{index}"
+        torch.cuda.set_device(index)
+        p = torch.cuda.get_device_properties(index)
+        self.name = f"{p.name} (CUDA, torch {torch.__version__}, {p.total_memory / 2**30:.0f} GiB)"
+        self.l2_bytes = int(getattr(p, "L2_cache_size", l2_bytes) or l2_bytes)
+        self.warmup = 5
+
+    def put(self, a):
+        return self.torch.from_numpy(np.ascontiguousarray(a)).to(self.torch_device)
+
+    def put_csr(self, A, like):
+        return A.to_like(like)
+
+    def host(self, a):
+        return to_numpy(a)
+
+    def sync(self):
+        self.torch.cuda.synchronize()
+
+    def free_bytes(self) -> int:
+        return int(self.torch.cuda.mem_get_info()[0])
+
+    def copies_for(self, host_inputs) -> int:
+        """How many copies of the dense inputs to rotate so that consecutive launches do not find
+        them in L2 (at most 8)."""
+        size = sum(a.nbytes for a in host_inputs.values())
+        if size >= 2 * self.l2_bytes:
+            return 1
+        return int(min(8, max(2, -(-2 * self.l2_bytes // max(size, 1)))))
+
+    def time(self, fn, inputs_list, warmup, repeat):
+        return self.time_many({"f": (fn, inputs_list)}, warmup, repeat)["f"]
+
+    def time_many(self, fns, warmup, repeat):
+        """{name: [seconds]} from CUDA events around each launch, interleaved one call of each per
+        round, after `warmup` untimed rounds; one synchronize at the end."""
+        torch = self.torch
+        for i in range(warmup):
+            for fn, inputs, *_ in fns.values():
+                fn(inputs[i % len(inputs)])
+        torch.cuda.synchronize()
+        ev = {k: [] for k in fns}
+        for i in range(repeat):
+            for k, (fn, inputs, *_) in fns.items():
+                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                inp = inputs[i % len(inputs)]
+                s.record()
+                fn(inp)
+                e.record()
+                ev[k].append((s, e))
+        torch.cuda.synchronize()
+        return {k: [s.elapsed_time(e) * 1e-3 for s, e in v] for k, v in ev.items()}
+
+    def copy_bandwidth(self, nbytes: int = 1 << 30) -> dict:
+        torch = self.torch
+        a = torch.empty(nbytes // 4, dtype=torch.float32, device=self.torch_device)
+        b = torch.empty_like(a)
+        ts = self.time(lambda _: b.copy_(a), [None], 3, 20)
+        return {"device_gbps": 2 * nbytes / statistics.median(ts) / 1e9, "host_gbps": None,
+                "method": f"torch copy_ of {nbytes >> 20} MiB on the GPU (read+write), cuda events, median of 20"}
+
+
+def _has_torch() -> bool:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import torch  # noqa: F401
+        return True
+    except Exception:
+        return False
+
+
+def cuda_usable() -> tuple[bool, str]:
+    """(whether the CUDA bench can run here, why not)."""
+    from .._backends import available_backends
+
+    if not available_backends().get("cuda"):
+        try:
+            from .. import _cuda
+
+            _cuda.extension()
+            return False, "the gnnsparse CUDA backend sees no GPU"
+        except Exception as e:
+            return False, f"the gnnsparse CUDA backend is not built or not importable ({e})"
+    if not _has_torch():
+        return False, "the CUDA bench needs torch (pip install torch)"
+    import torch
+
+    if not torch.cuda.is_available():
+        return False, "torch sees no CUDA device"
+    return True, ""
+
+
+def median(ts):
+    return float(statistics.median(ts)) if ts else float("nan")

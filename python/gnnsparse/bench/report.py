@@ -1,0 +1,253 @@
+"""Terminal table (rich when installed, plain text otherwise), progress, JSON and CSV output."""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import sys
+
+REF_ORDER = ("torch.sparse", "scipy", "pyg", "unfused")
+
+
+def fmt_time(s):
+    if s is None or (isinstance(s, float) and math.isnan(s)):
+        return "-"
+    if s < 1e-3:
+        return f"{s * 1e6:.1f} µs"
+    if s < 1:
+        return f"{s * 1e3:.2f} ms"
+    return f"{s:.2f} s"
+
+
+def ref_columns(results):
+    present = {n for r in results for n in r.get("refs", {})}
+    return [n for n in REF_ORDER if n in present] + sorted(present - set(REF_ORDER))
+
+
+def table_rows(results):
+    """(header, rows of strings, status per row) shared by the rich and the plain table."""
+    names = ref_columns(results)
+    header = ["op", "variant", "graph", "C", "nnz", "ours"] + [f"×{n}" for n in names] + ["GB/s", "GFLOP/s", "check"]
+    rows, status = [], []
+    for r in results:
+        if r.get("skipped") and not r.get("error"):
+            continue
+        cells = [r["op"], r["variant"], r["graph"], str(r["width"]),
+                 _si(r["nnz"]) if r.get("nnz") is not None else "-", fmt_time(r.get("ours_s"))]
+        for n in names:
+            ref = r.get("refs", {}).get(n)
+            if ref is None:
+                cells.append("-")
+            elif "error" in ref:
+                cells.append("error")
+            elif "ratio" not in ref:
+                cells.append("-")
+            else:
+                cells.append(f"{ref['ratio']:.2f}" + ("" if ref.get("agrees", True) else "≠"))
+        cells.append(f"{r['gbps']:.1f}" if r.get("gbps") is not None else "-")
+        cells.append(f"{r['gflops']:.1f}" if r.get("gflops") is not None else "-")
+        if r.get("skipped"):
+            st = "skip"
+        elif r.get("verified"):
+            st = "ok" if r.get("checked_rows") == "all" else f"ok {r['checked_rows']}r"
+        else:
+            st = "FAIL"
+        cells.append(st)
+        rows.append(cells)
+        status.append(st)
+    return header, rows, status
+
+
+def _si(n):
+    for div, suf in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if n >= div:
+            return f"{n / div:.3g}{suf}"
+    return str(n)
+
+
+def print_table(results, meta, console=None, plain=False):
+    header, rows, status = table_rows(results)
+    title = f"gnnsparse bench · {meta['device_name']} · {meta.get('stat', 'median')} of {meta['repeat']}"
+    foot = ("×ref = ref time / ours (> 1: gnnsparse faster; ≠: the reference's result differs); "
+            f"copy bandwidth {meta['copy_bandwidth']['device_gbps']:.1f} GB/s (read+write); "
+            "GB/s from the bytes model; ok Nr: N sampled rows checked")
+    try:
+        if plain:
+            raise ImportError
+        from rich import box
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        print(plain_table(header, rows, title, foot))
+        return
+    t = Table(title=title, caption=foot, box=box.SIMPLE_HEAD, pad_edge=False)
+    for i, h in enumerate(header):
+        t.add_column(h, justify="left" if i < 3 else "right", no_wrap=True)
+    for r, st in zip(rows, status):
+        t.add_row(*r, style="red" if st == "FAIL" else ("dim" if st == "skip" else None))
+    # never squeeze cells into ellipses: a narrow terminal wraps the lines instead
+    (console or Console(width=max(160, Console().width))).print(t)
+
+
+def plain_table(header, rows, title="", foot=""):
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
+    lines = [title] if title else []
+    lines.append("  ".join(h.ljust(w) for h, w in zip(header, widths)))
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
+    if foot:
+        lines.append(foot)
+    return "\n".join(lines)
+
+
+def markdown_table(results):
+    """The table as GitHub markdown (what docs/performance.md shows)."""
+    header, rows, _ = table_rows(results)
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" if i < 3 else "---:" for i in range(len(header))) + "|"]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def print_summary(summary, echo=print):
+    for k, v in summary.items():
+        echo(f"  {k}: geomean {v['geomean_ratio']:.2f}× over {v['cases']} cases ({v['wins']} at or above 1×)")
+
+
+# ---------------------------------------------------------------- files
+def _finite(x):
+    """x with inf/NaN floats replaced by None, so the file is strict JSON."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite(v) for v in x]
+    return x
+
+
+def write_json(path, meta, results, summary):
+    doc = _finite({"meta": meta, "summary": summary, "results": results})
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1, default=_jsonable, allow_nan=False)
+
+
+def _jsonable(x):
+    try:
+        import numpy as np
+
+        if isinstance(x, np.generic):
+            return x.item()
+    except ImportError:
+        pass
+    return str(x)
+
+
+CSV_FIELDS = ["suite", "case", "op", "variant", "graph", "M", "K", "nnz", "max_degree", "weighted", "width", "heads",
+              "reduce", "sddmm_op", "edge", "device", "verified", "checked_rows", "max_rel_err", "stat", "ours_s",
+              "ours_median_s", "ours_min_s", "repeats", "bytes", "flops", "gbps", "gflops", "skipped", "error"]
+
+
+def write_csv(path, results):
+    names = ref_columns(results)
+    keys = ("s", "s_median", "s_min", "ratio", "agrees")
+    fields = CSV_FIELDS + [f"{n}_{k}" for n in names for k in keys]
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
+        w.writeheader()
+        for r in results:
+            flat = {k: r.get(k) for k in CSV_FIELDS}
+            for n in names:
+                ref = r.get("refs", {}).get(n, {})
+                for k in keys:
+                    flat[f"{n}_{k}"] = ref.get(k)
+            w.writerow(flat)
+
+
+def write_markdown(path, meta, results, summary):
+    """The table with its date, command, device and copy bandwidth: what docs/performance.md pastes."""
+    cb = meta["copy_bandwidth"]
+    lines = [f"Date: {meta['date']} · command: `{meta['command']}`", "",
+             f"Device: {meta['device_name']} · host: {meta['host']['cpus']} CPUs, load average at end "
+             f"{meta['host'].get('load_average_at_end')} · {meta.get('stat', 'median')} of {meta['repeat']} · "
+             f"copy bandwidth {cb['device_gbps']:.1f} GB/s read+write ({cb['method']})", "",
+             f"Timing: {meta.get('timing', '')}", "",
+             "References: " + "; ".join(f"**{k}** = {v}" for k, v in meta["references"].items()), "",
+             markdown_table(results), "",
+             "×ref = reference time / gnnsparse time (> 1: gnnsparse faster). GB/s: " + meta["bytes_model"] + ".", "",
+             "Geometric means over verified cases:", ""]
+    lines += [f"- {k}: {v['geomean_ratio']:.2f}× ({v['cases']} cases, {v['wins']} at or above 1×)"
+              for k, v in summary.items()]
+    if meta.get("targets"):
+        lines += ["", "Targets (BENCHMARKS.md):", ""]
+        lines += [f"- {'met' if g['met'] else '**missed**'}: {g['target']}: {g['measured']} over {g['cases']} cases"
+                  for g in meta["targets"]]
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def ensure_dir(d):
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+# ---------------------------------------------------------------- progress
+class Progress:
+    """rich progress bar when available (and stderr is a terminal or force=True), else tqdm, else a
+    line per case on stderr."""
+
+    def __init__(self, enabled=True, console=None):
+        self.enabled = enabled
+        self.console = console
+        self._impl = None
+
+    def start(self, total):
+        if not self.enabled:
+            return
+        try:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress as RP, TextColumn, TimeElapsedColumn
+
+            self._impl = ("rich", RP(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                     TimeElapsedColumn(), console=self.console, transient=True))
+            self._impl[1].start()
+            self._task = self._impl[1].add_task("bench", total=total)
+            return
+        except ImportError:
+            pass
+        try:
+            from tqdm import tqdm
+
+            self._impl = ("tqdm", tqdm(total=total, file=sys.stderr, leave=False))
+        except ImportError:
+            self._impl = ("plain", [0, total])
+
+    def status(self, text):
+        if self._impl is None:
+            return
+        kind, p = self._impl
+        if kind == "rich":
+            p.update(self._task, description=text[:70])
+        elif kind == "tqdm":
+            p.set_description_str(text[:60])
+
+    def advance(self, text=""):
+        if self._impl is None:
+            return
+        kind, p = self._impl
+        if kind == "rich":
+            p.advance(self._task)
+        elif kind == "tqdm":
+            p.update(1)
+        else:
+            p[0] += 1
+            print(f"[{p[0]}/{p[1]}] {text}", file=sys.stderr, flush=True)
+
+    def stop(self):
+        if self._impl is None:
+            return
+        kind, p = self._impl
+        if kind in ("rich",):
+            p.stop()
+        elif kind == "tqdm":
+            p.close()
+        self._impl = None
