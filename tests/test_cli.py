@@ -307,3 +307,12 @@ def test_plots_for_many_cases(tmp_path):
         with open(p, "rb") as f:
             b = f.read()
         assert b[:4] == b"\x89PNG" and len(b) > 5000
+
+
+def test_device_classes_share_the_interface_the_cli_uses():
+    # the CUDA device class cannot run here; make sure it offers what the CLI reads from a device
+    from gnnsparse.bench.measure import CPUDevice, CUDADevice
+
+    for name in ("kind", "timing", "put", "put_csr", "host", "copy_bandwidth", "time_many"):
+        for cls in (CPUDevice, CUDADevice):
+            assert hasattr(cls, name), f"{cls.__name__} lacks {name}"

@@ -279,6 +279,8 @@ class CUDADevice:
     """A CUDA GPU through torch: inputs are torch CUDA tensors, timing with torch.cuda.Event after
     warm-up; dense inputs rotate between copies when they would fit in L2."""
     kind = "cuda"
+    timing = ("torch.cuda.Event pairs around each call after warm-up, calls of the libraries interleaved; "
+              "dense inputs rotate between copies when they would fit in L2")
 
     def __init__(self, index: int = 0, l2_bytes: int = 64 << 20):
         import torch
