@@ -10,7 +10,7 @@ sycl::event spmm(sycl::queue &q, const SpmmArgs &a, const Deps &deps) {
   if (caps.esimd)
     if (auto e = esimd_spmm(q, a, deps)) return *e;
   const std::string head = dtype_cpp(a.dtype) + ", " + itype_cpp(a.A.itype) + ", " + std::to_string(int(a.reduce)) +
-                           ", " + tf(a.A.val != nullptr) + ", ";
+                           ", " + tf(a.A.val != nullptr) + ", " + tf(a.arg != nullptr) + ", ";
   const long sg = long(caps.preferred_sg);
   if (a.C >= sg) {  // sub-group per (row, feature tile)
     const SubgroupPolicy p = subgroup_policy(caps, a.C);

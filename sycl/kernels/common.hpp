@@ -5,6 +5,8 @@
 #include <sycl/ext/oneapi/free_function_queries.hpp>
 #include <sycl/ext/oneapi/kernel_properties/properties.hpp>
 
+#include <limits>
+
 namespace gnnsparse {
 namespace syclexp = sycl::ext::oneapi::experimental;
 
@@ -17,22 +19,31 @@ inline size_t global_id() { return sycl::ext::oneapi::this_work_item::get_nd_ite
 template <typename T>
 inline bool is_nan(T v) { return v != v; }  // kernels are built with -fno-fast-math
 
-// Reducer<T, R>: acc starts at init(); update() folds message v of edge k; write() gives the
+// Reducer<T, R, ARG>: acc starts at init(); update() folds message v of edge k; write() gives the
 // output for a row with deg entries (empty rows give 0 and arg -1 whatever the reduction).
-template <typename T, int R>
+// ARG: max/min also track the winning edge (only instantiated when the caller wants arg).
+template <typename T, int R, bool ARG = true>
 struct Reducer {
-  static T init() { return T(0); }
+  static constexpr bool has_arg = (R == kMax || R == kMin) && ARG;
+  static T init() {
+    if constexpr ((R == kMax || R == kMin) && !ARG)
+      return R == kMax ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
+    return T(0);
+  }
   // max/min: a strict comparison keeps the first of equal values (ties -> smallest k);
   // NaN wins over any number and, once held, is kept (numpy.max / numpy.argmax semantics).
+  // Branch-free selects, so the update vectorizes across lanes.
   static void update(T &acc, long &arg, T v, long k) {
     if constexpr (R == kSum || R == kMean) {
       acc += v;
-    } else {
+    } else if constexpr (has_arg) {
       const bool better = (R == kMax) ? (v > acc) : (v < acc);
-      if (arg < 0 || better || (is_nan(v) && !is_nan(acc))) {
-        acc = v;
-        arg = k;
-      }
+      const bool take = (arg < 0) | better | (is_nan(v) & !is_nan(acc));
+      acc = take ? v : acc;
+      arg = take ? k : arg;
+    } else {
+      const bool take = ((R == kMax) ? (v > acc) : (v < acc)) | is_nan(v);
+      acc = take ? v : acc;
     }
   }
   static T write(T acc, long deg) {
@@ -40,7 +51,6 @@ struct Reducer {
     if constexpr (R == kMean) return acc / T(deg);
     return acc;
   }
-  static constexpr bool has_arg = (R == kMax || R == kMin);
 };
 
 // Row containing edge k: the last r with rowptr[r] <= k (rows may be empty).

@@ -6,6 +6,7 @@
 // row's edges (max, sum of exponentials, accumulate), the standard max subtraction for stability.
 #pragma once
 #include <sycl/builtins.hpp>
+#include <sycl/group_algorithm.hpp>
 
 #include "common.hpp"
 
@@ -71,6 +72,91 @@ void fusedmm_csr(const I *rowptr, const I *col, const T *val, const T *X, const 
 #pragma unroll
   for (int v = 0; v < V; ++v)
     if (t + v * ntiles < D) o[v * ntiles] = acc[v];
+}
+
+// Sub-group per (row, head, feature tile of SG * V): the edge score is computed once per edge by
+// the whole sub-group (dot: lanes split F, one reduce_over_group; add: uniform scalar loads), the
+// lanes then accumulate w * Z[j, h, :] over their features. Row softmax runs online in one pass
+// (running max m and sum s; on a new maximum the sum and the accumulators are rescaled by
+// exp(m_old - m_new)), and a second pass writes the normalized weights only when E is requested.
+template <typename T, int OP, int SG>
+inline T sg_score(const sycl::sub_group &sg, long lane, const T *X, const T *Y, long i, long j, long h, long H,
+                  long F) {
+  if constexpr (OP == kAdd) {
+    return X[i * H + h] + Y[j * H + h];
+  } else {
+    const T *x = X + (i * H + h) * F, *y = Y + (j * H + h) * F;
+    T part = T(0);
+    for (long f = lane; f < F; f += SG) part += x[f] * y[f];
+    return sycl::reduce_over_group(sg, part, sycl::plus<T>());
+  }
+}
+
+template <typename T, typename I, int OP, int EF, bool W, int SG, int V>
+SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))
+SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<SG>))
+void fusedmm_csr_sg(const I *rowptr, const I *col, const T *val, const T *X, const T *Y, const T *Z, T *Out, T *E,
+                    long M, long H, long F, long D, long ntiles, T slope) {
+  const auto it = sycl::ext::oneapi::this_work_item::get_nd_item<1>();
+  const auto sg = it.get_sub_group();
+  const long g = long(it.get_group(0)) * long(it.get_local_range(0) / SG) + long(sg.get_group_linear_id());
+  const long lane = long(sg.get_local_linear_id());
+  const long tile = g % ntiles, ih = g / ntiles;
+  const long i = ih / H, h = ih % H;
+  if (i >= M) return;
+  const long c0 = tile * SG * V + lane;
+  const bool write_e = E != nullptr && tile == 0;
+  const long b = long(rowptr[i]), e = long(rowptr[i + 1]);
+  T acc[V];
+#pragma unroll
+  for (int v = 0; v < V; ++v) acc[v] = T(0);
+  T m = T(0), s = T(0);
+  for (long k = b; k < e; ++k) {
+    const long j = long(col[k]);
+    T w = sg_score<T, OP, SG>(sg, lane, X, Y, i, j, h, H, F);
+    if constexpr (EF == kEdgeSoftmax) {
+      T p;
+      if (k == b) {
+        m = w;
+        p = T(1);
+      } else if (w > m) {
+        const T scale = sycl::exp(m - w);
+        s *= scale;
+#pragma unroll
+        for (int v = 0; v < V; ++v) acc[v] *= scale;
+        m = w;
+        p = T(1);
+      } else {
+        p = sycl::exp(w - m);
+      }
+      s += p;
+      w = p;
+    } else {
+      if constexpr (EF == kEdgeLeakyRelu) w = w > T(0) ? w : slope * w;
+      if constexpr (EF == kEdgeExp) w = sycl::exp(w);
+    }
+    if constexpr (W) w *= val[k];
+    if constexpr (EF != kEdgeSoftmax)
+      if (write_e && lane == 0) E[k * H + h] = w;
+    const T *z = Z + (j * H + h) * D + c0;
+#pragma unroll
+    for (int v = 0; v < V; ++v)
+      if (c0 + v * SG < D) acc[v] += w * z[v * SG];
+  }
+  T *o = Out + (i * H + h) * D + c0;
+  const T inv = (EF == kEdgeSoftmax && e > b) ? T(1) / s : T(1);
+#pragma unroll
+  for (int v = 0; v < V; ++v)
+    if (c0 + v * SG < D) o[v * SG] = acc[v] * inv;
+  if constexpr (EF == kEdgeSoftmax) {
+    if (write_e) {  // second pass: the normalized weights
+      for (long k = b; k < e; ++k) {
+        T w = sycl::exp(sg_score<T, OP, SG>(sg, lane, X, Y, i, long(col[k]), h, H, F) - m) * inv;
+        if constexpr (W) w *= val[k];
+        if (lane == 0) E[k * H + h] = w;
+      }
+    }
+  }
 }
 
 }  // namespace gnnsparse

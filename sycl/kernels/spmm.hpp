@@ -10,12 +10,12 @@
 
 namespace gnnsparse {
 
-template <typename T, typename I, int R, bool W, int V>
+template <typename T, typename I, int R, bool W, bool ARG, int V>
 SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))
 void spmm_csr(const I *rowptr, const I *col, const T *val, const T *X, T *Y, long *arg, long M, long C,
               long ntiles) {
   static_assert(V >= 1 && V <= 16, "features per work-item");
-  using Red = Reducer<T, R>;
+  using Red = Reducer<T, R, ARG>;
   const long gid = long(global_id());
   const long i = gid / ntiles, t = gid % ntiles;
   if (i >= M) return;
@@ -37,7 +37,7 @@ void spmm_csr(const I *rowptr, const I *col, const T *val, const T *X, T *Y, lon
     if (t + v * ntiles >= C) break;
     y[v * ntiles] = Red::write(acc[v], e - b);
     if constexpr (Red::has_arg)
-      if (arg) arg[i * C + t + v * ntiles] = (e == b) ? -1 : best[v];
+      arg[i * C + t + v * ntiles] = (e == b) ? -1 : best[v];
   }
 }
 
@@ -45,13 +45,13 @@ void spmm_csr(const I *rowptr, const I *col, const T *val, const T *X, T *Y, lon
 // (it comes from the sub-group id), so rowptr/col/val loads are scalar and each lane's X loads are
 // one contiguous vector across the sub-group. Lane l owns features tile * SG * V + v * SG + l.
 // Used for wider rows (C >= SG); one sub-group walks the row's edges in order: deterministic.
-template <typename T, typename I, int R, bool W, int SG, int V>
+template <typename T, typename I, int R, bool W, bool ARG, int SG, int V>
 SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))
 SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<SG>))
 void spmm_csr_sg(const I *rowptr, const I *col, const T *val, const T *X, T *Y, long *arg, long M, long C,
                  long ntiles) {
   static_assert(V >= 1 && V <= 16, "features per lane");
-  using Red = Reducer<T, R>;
+  using Red = Reducer<T, R, ARG>;
   const auto it = sycl::ext::oneapi::this_work_item::get_nd_item<1>();
   const auto sg = it.get_sub_group();
   const long g = long(it.get_group(0)) * long(it.get_local_range(0) / SG) + long(sg.get_group_linear_id());
@@ -86,7 +86,7 @@ void spmm_csr_sg(const I *rowptr, const I *col, const T *val, const T *X, T *Y, 
     if (c0 + v * SG >= C) break;
     y[v * SG] = Red::write(acc[v], e - b);
     if constexpr (Red::has_arg)
-      if (arg) arg[i * C + c0 + v * SG] = (e == b) ? -1 : best[v];
+      arg[i * C + c0 + v * SG] = (e == b) ? -1 : best[v];
   }
 }
 
@@ -94,10 +94,13 @@ void spmm_csr_sg(const I *rowptr, const I *col, const T *val, const T *X, T *Y, 
 // b + l, b + l + SG, ...), each lane keeping all C <= V features, then a fixed butterfly combine
 // across lanes. The combine order depends only on SG, so results are bitwise reproducible; for
 // max/min the combine keeps (value, edge) pairs with the same NaN and tie rules as Reducer.
-template <typename T, int R>
+template <typename T, int R, bool ARG>
 inline void combine(T &acc, long &arg, T other, long other_arg) {
   if constexpr (R == kSum || R == kMean) {
     acc += other;
+  } else if constexpr (!ARG) {
+    const bool take = ((R == kMax) ? (other > acc) : (other < acc)) | (is_nan(other) & !is_nan(acc));
+    acc = take ? other : acc;
   } else {
     if (other_arg < 0) return;
     if (arg < 0) { acc = other; arg = other_arg; return; }
@@ -110,12 +113,12 @@ inline void combine(T &acc, long &arg, T other, long other_arg) {
   }
 }
 
-template <typename T, typename I, int R, bool W, int SG, int V>
+template <typename T, typename I, int R, bool W, bool ARG, int SG, int V>
 SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))
 SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<SG>))
 void spmm_csr_narrow(const I *rowptr, const I *col, const T *val, const T *X, T *Y, long *arg, long M, long C) {
   static_assert(V >= 1 && V <= SG, "a lane keeps all C <= V features");
-  using Red = Reducer<T, R>;
+  using Red = Reducer<T, R, ARG>;
   const auto it = sycl::ext::oneapi::this_work_item::get_nd_item<1>();
   const auto sg = it.get_sub_group();
   const long i = long(it.get_group(0)) * long(it.get_local_range(0) / SG) + long(sg.get_group_linear_id());
@@ -146,9 +149,9 @@ void spmm_csr_narrow(const I *rowptr, const I *col, const T *val, const T *X, T 
         long ma = best[v];
         acc[v] = o;
         best[v] = oa;
-        combine<T, R>(acc[v], best[v], mine, ma);
+        combine<T, R, ARG>(acc[v], best[v], mine, ma);
       } else {
-        combine<T, R>(acc[v], best[v], o, oa);
+        combine<T, R, ARG>(acc[v], best[v], o, oa);
       }
     }
   }
@@ -158,7 +161,7 @@ void spmm_csr_narrow(const I *rowptr, const I *col, const T *val, const T *X, T 
     if (v < C && lane == v % SG) {
       Y[i * C + v] = Red::write(acc[v], e - b);
       if constexpr (Red::has_arg)
-        if (arg) arg[i * C + v] = (e == b) ? -1 : best[v];
+        arg[i * C + v] = (e == b) ? -1 : best[v];
     }
 }
 
