@@ -33,6 +33,8 @@ def kind(x) -> str:
 
 def dtype_name(x) -> str:
     """'float32', 'int64', ... for NumPy, torch, CuPy, dpnp and USM objects."""
+    if isinstance(x, np.ndarray):
+        return x.dtype.name
     if is_torch(x):
         return str(x.dtype).replace("torch.", "")
     if hasattr(x, "dtype"):
