@@ -7,30 +7,13 @@
 
 namespace gnnsparse::sycl_rt {
 
-// Launch shape of the portable row kernels: V features per work-item, ntiles work-items per row.
-struct RowPolicy {
-  int V = 1;
-  long ntiles = 1;
-  size_t wg = 64;
-};
-
-// The smallest power of two V (at most 8) with V * sub-group >= C: a sub-group covers a row's
-// features in one sweep when C <= 8 * sub-group; wider rows take several sub-groups.
-inline RowPolicy row_policy(const DeviceCaps &caps, long C) {
-  RowPolicy p;
-  const long sg = long(caps.preferred_sg);
-  while (p.V < 8 && long(p.V) * sg < C) p.V *= 2;
-  p.ntiles = std::max(1L, (C + p.V - 1) / p.V);
-  p.wg = std::min<size_t>(caps.max_wg, size_t(sg) * 4);
-  return p;
-}
-
-// Sub-group kernels: a sub-group of SG lanes covers SG * V features of one row per tile; V is the
-// smallest power of two (at most 8) covering the row, wider rows take ntiles tiles.
+// Launch shape of the sub-group kernels: a sub-group of SG lanes covers SG * V features of one row
+// per tile; V is the smallest power of two (at most 8) covering the row, wider rows take ntiles
+// tiles (each tile's sub-group walks the row's edges again).
 struct SubgroupPolicy {
   int V = 1;
   long ntiles = 1;
-  size_t wg = 64;
+  size_t wg = 64;  // four sub-groups per work-group
 };
 inline SubgroupPolicy subgroup_policy(const DeviceCaps &caps, long C) {
   SubgroupPolicy p;

@@ -12,15 +12,7 @@ sycl::event spmm(sycl::queue &q, const SpmmArgs &a, const Deps &deps) {
   const std::string head = dtype_cpp(a.dtype) + ", " + itype_cpp(a.A.itype) + ", " + std::to_string(int(a.reduce)) +
                            ", " + tf(a.A.val != nullptr) + ", " + tf(a.arg != nullptr) + ", ";
   const long sg = long(caps.preferred_sg);
-  if (a.C >= sg) {  // sub-group per (row, feature tile)
-    const SubgroupPolicy p = subgroup_policy(caps, a.C);
-    const std::string name =
-        "gnnsparse::spmm_csr_sg<" + head + std::to_string(sg) + ", " + std::to_string(p.V) + ">";
-    sycl::kernel k = KernelCache::instance().get(q, "spmm.hpp", name);
-    return submit(q, k, size_t(a.A.M * p.ntiles) * size_t(sg), p.wg, deps, a.A.rowptr, a.A.col, a.A.val, a.X, a.Y,
-                  static_cast<long *>(a.arg), long(a.A.M), long(a.C), long(p.ntiles));
-  }
-  if (sg >= 2) {  // narrow rows: sub-group per row, lanes over edges
+  if (a.C < sg) {  // narrow rows: lanes over edges
     int V = 1;
     while (V < a.C) V *= 2;
     const std::string name =
@@ -30,10 +22,10 @@ sycl::event spmm(sycl::queue &q, const SpmmArgs &a, const Deps &deps) {
     return submit(q, k, size_t(a.A.M) * size_t(sg), wg, deps, a.A.rowptr, a.A.col, a.A.val, a.X, a.Y,
                   static_cast<long *>(a.arg), long(a.A.M), long(a.C));
   }
-  const RowPolicy p = row_policy(caps, a.C);
-  const std::string name = "gnnsparse::spmm_csr<" + head + std::to_string(p.V) + ">";
+  const SubgroupPolicy p = subgroup_policy(caps, a.C);  // lanes over features
+  const std::string name = "gnnsparse::spmm_csr_sg<" + head + std::to_string(sg) + ", " + std::to_string(p.V) + ">";
   sycl::kernel k = KernelCache::instance().get(q, "spmm.hpp", name);
-  return submit(q, k, size_t(a.A.M * p.ntiles), p.wg, deps, a.A.rowptr, a.A.col, a.A.val, a.X, a.Y,
+  return submit(q, k, size_t(a.A.M * p.ntiles) * size_t(sg), p.wg, deps, a.A.rowptr, a.A.col, a.A.val, a.X, a.Y,
                 static_cast<long *>(a.arg), long(a.A.M), long(a.C), long(p.ntiles));
 }
 

@@ -1,45 +1,15 @@
-// Portable SYCL SpMM over CSR (semantics: include/gnnsparse/ops.hpp).
-// Work-item (row i, lane t) owns features t, t + ntiles, ..., t + (V-1) * ntiles of Y[i, :]
-// (ntiles = ceil(C / V)), so neighbouring work-items read neighbouring features of one gathered
-// X row (vector loads on a CPU, coalesced loads on a GPU) and every output element is produced
-// by exactly one work-item walking its row's edges in order: no atomics, bitwise reproducible.
+// Portable SYCL SpMM over CSR (semantics: include/gnnsparse/ops.hpp). Two schedules, both a
+// sub-group per row with the row index uniform by construction (taken from the sub-group id):
+//   spmm_csr_sg     C >= SG: lanes over features, the sub-group walks the row's edges in order;
+//   spmm_csr_narrow C <  SG: lanes over edges, then a fixed butterfly combine across lanes.
+// Every output element comes from one fixed sequence of operations: no atomics, bitwise
+// reproducible for a given device and sub-group size.
 #pragma once
 #include <sycl/group_algorithm.hpp>
 
 #include "common.hpp"
 
 namespace gnnsparse {
-
-template <typename T, typename I, int R, bool W, bool ARG, int V>
-SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))
-void spmm_csr(const I *rowptr, const I *col, const T *val, const T *X, T *Y, long *arg, long M, long C,
-              long ntiles) {
-  static_assert(V >= 1 && V <= 16, "features per work-item");
-  using Red = Reducer<T, R, ARG>;
-  const long gid = long(global_id());
-  const long i = gid / ntiles, t = gid % ntiles;
-  if (i >= M) return;
-  T acc[V];
-  long best[V];
-#pragma unroll
-  for (int v = 0; v < V; ++v) { acc[v] = Red::init(); best[v] = -1; }
-  const long b = long(rowptr[i]), e = long(rowptr[i + 1]);
-  for (long k = b; k < e; ++k) {
-    const T *x = X + long(col[k]) * C + t;
-    const T w = W ? val[k] : T(1);
-#pragma unroll
-    for (int v = 0; v < V; ++v)
-      if (t + v * ntiles < C) Red::update(acc[v], best[v], W ? w * x[v * ntiles] : x[v * ntiles], k);
-  }
-  T *y = Y + i * C + t;
-#pragma unroll
-  for (int v = 0; v < V; ++v) {
-    if (t + v * ntiles >= C) break;
-    y[v * ntiles] = Red::write(acc[v], e - b);
-    if constexpr (Red::has_arg)
-      arg[i * C + t + v * ntiles] = (e == b) ? -1 : best[v];
-  }
-}
 
 // Sub-group per (row, feature tile): the row index is uniform across the sub-group by construction
 // (it comes from the sub-group id), so rowptr/col/val loads are scalar and each lane's X loads are
