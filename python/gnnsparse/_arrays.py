@@ -16,6 +16,17 @@ _DTYPE_NAMES = {
 }
 
 
+_NP_NAMES: dict = {}
+
+
+def _np_name(dt) -> str:
+    """numpy's dtype.name, cached (computing it costs several microseconds a call)."""
+    name = _NP_NAMES.get(dt)
+    if name is None:
+        name = _NP_NAMES[dt] = dt.name
+    return name
+
+
 def is_torch(x) -> bool:
     t = sys.modules.get("torch")
     return t is not None and isinstance(x, t.Tensor)
@@ -34,7 +45,7 @@ def kind(x) -> str:
 def dtype_name(x) -> str:
     """'float32', 'int64', ... for NumPy, torch, CuPy, dpnp and USM objects."""
     if isinstance(x, np.ndarray):
-        return x.dtype.name
+        return _np_name(x.dtype)
     if is_torch(x):
         return str(x.dtype).replace("torch.", "")
     if hasattr(x, "dtype"):

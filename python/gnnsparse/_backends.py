@@ -16,8 +16,14 @@ class BackendUnavailable(RuntimeError):
     pass
 
 
+_READY: dict = {}  # kind -> backend module that loaded and reported itself available
+
+
 def backend_for(x):
     k = _arrays.kind(x)
+    mod = _READY.get(k)
+    if mod is not None:
+        return mod
     if k not in _MODULES:
         raise TypeError(f"gnnsparse has no backend for arrays on {k!r} ({type(x).__name__})")
     try:
@@ -28,6 +34,7 @@ def backend_for(x):
         raise BackendUnavailable(f"the {mod.name} backend is not available here: {mod.unavailable_reason()}"
                                  if hasattr(mod, "unavailable_reason") else
                                  f"the {mod.name} backend is not available here (no device or module)")
+    _READY[k] = mod
     return mod
 
 
