@@ -16,6 +16,20 @@ enum : int { kEdgeNone = 0, kEdgeLeakyRelu = 1, kEdgeExp = 2, kEdgeSoftmax = 3 }
 
 inline size_t global_id() { return sycl::ext::oneapi::this_work_item::get_nd_item<1>().get_global_id(0); }
 
+// Where a work-item sits among the sub-groups of the launch: the global sub-group index (uniform
+// across the sub-group, so indices derived from it stay scalar) and the lane within it.
+struct SubgroupSlot {
+  sycl::sub_group sg;
+  long id;
+  long lane;
+};
+inline SubgroupSlot subgroup_slot() {
+  const auto it = sycl::ext::oneapi::this_work_item::get_nd_item<1>();
+  const sycl::sub_group sg = it.get_sub_group();
+  return {sg, long(it.get_group(0)) * long(sg.get_group_linear_range()) + long(sg.get_group_linear_id()),
+          long(sg.get_local_linear_id())};
+}
+
 template <typename T>
 inline bool is_nan(T v) { return v != v; }  // kernels are built with -fno-fast-math
 

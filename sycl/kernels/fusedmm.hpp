@@ -32,10 +32,7 @@ SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))
 SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<SG>))
 void fusedmm_csr_sg(const I *rowptr, const I *col, const T *val, const T *X, const T *Y, const T *Z, T *Out, T *E,
                     long M, long H, long F, long D, long ntiles, T slope) {
-  const auto it = sycl::ext::oneapi::this_work_item::get_nd_item<1>();
-  const auto sg = it.get_sub_group();
-  const long g = long(it.get_group(0)) * long(it.get_local_range(0) / SG) + long(sg.get_group_linear_id());
-  const long lane = long(sg.get_local_linear_id());
+  const auto [sg, g, lane] = subgroup_slot();
   const long tile = g % ntiles, ih = g / ntiles;
   const long i = ih / H, h = ih % H;
   if (i >= M) return;

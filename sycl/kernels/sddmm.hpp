@@ -37,10 +37,7 @@ template <typename T, typename I, int SG>
 SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))
 SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<SG>))
 void sddmm_dot_sg(const I *rowptr, const I *col, const T *X, const T *Y, T *E, long M, long H, long F) {
-  const auto it = sycl::ext::oneapi::this_work_item::get_nd_item<1>();
-  const auto sg = it.get_sub_group();
-  const long ih = long(it.get_group(0)) * long(it.get_local_range(0) / SG) + long(sg.get_group_linear_id());
-  const long lane = long(sg.get_local_linear_id());
+  const auto [sg, ih, lane] = subgroup_slot();
   const long i = ih / H, h = ih % H;
   if (i >= M) return;
   const T *x = X + (i * H + h) * F;

@@ -22,10 +22,7 @@ void spmm_csr_sg(const I *rowptr, const I *col, const T *val, const T *X, T *Y, 
                  long ntiles) {
   static_assert(V >= 1 && V <= 16, "features per lane");
   using Red = Reducer<T, R, ARG>;
-  const auto it = sycl::ext::oneapi::this_work_item::get_nd_item<1>();
-  const auto sg = it.get_sub_group();
-  const long g = long(it.get_group(0)) * long(it.get_local_range(0) / SG) + long(sg.get_group_linear_id());
-  const long lane = long(sg.get_local_linear_id());
+  const auto [sg, g, lane] = subgroup_slot();
   const long i = g / ntiles, tile = g % ntiles;
   if (i >= M) return;
   const long c0 = tile * SG * V + lane;
@@ -89,10 +86,7 @@ SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<SG>))
 void spmm_csr_narrow(const I *rowptr, const I *col, const T *val, const T *X, T *Y, long *arg, long M, long C) {
   static_assert(V >= 1 && V <= SG, "a lane keeps all C <= V features");
   using Red = Reducer<T, R, ARG>;
-  const auto it = sycl::ext::oneapi::this_work_item::get_nd_item<1>();
-  const auto sg = it.get_sub_group();
-  const long i = long(it.get_group(0)) * long(it.get_local_range(0) / SG) + long(sg.get_group_linear_id());
-  const int lane = int(sg.get_local_linear_id());
+  const auto [sg, i, lane] = subgroup_slot();
   if (i >= M) return;
   T acc[V];
   long best[V];
