@@ -220,3 +220,19 @@ def test_torch_cpu_tensors_round_trip(rng):
     X2 = torch.from_numpy(rng.standard_normal((30, 9)).astype(np.float32))
     E = gs.sddmm(A, X2, X, "dot")
     assert isinstance(E, torch.Tensor) and E.shape == (A.nnz,)
+
+
+def test_numpy_on_a_device_without_host_access(rng, monkeypatch):
+    # a default device that cannot read host memory (e.g. a GPU): inputs go through shared USM, the
+    # CSR is uploaded once and cached, results still come back as NumPy
+    from gnnsparse import _sycl_backend
+
+    monkeypatch.setattr(_sycl_backend, "_host_direct", lambda: False)
+    A = random_csr(rng, 40, 30)
+    X = rng.standard_normal((30, 20)).astype(np.float32)
+    Y = gs.spmm(A, X)
+    assert isinstance(Y, np.ndarray)
+    np.testing.assert_allclose(Y, ref.spmm(A, X), **TOL[np.float32])
+    cached = [v for k, v in A._cache.items() if k[0] == "sycl"]
+    assert cached and all(isinstance(a, gs.USMArray) for a in cached[0] if a is not None)
+    np.testing.assert_allclose(gs.spmm(A, X, "mean"), ref.spmm(A, X, "mean"), **TOL[np.float32])

@@ -92,9 +92,13 @@ def contiguous(x):
 
 
 def from_host(a, like):
+    """Upload for the CSR cache: USM on the input's queue, or the array itself when the default
+    device reads host memory (else shared USM on the default queue, copied once, not per call)."""
     a = np.ascontiguousarray(a)
     if _arrays.kind(like) == "usm":
         return USMArray.from_numpy(a, usm_queue(like), "device")
+    if not _host_direct():
+        return USMArray.from_numpy(a, default_queue(), "shared")
     return a
 
 
