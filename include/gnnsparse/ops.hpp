@@ -1,4 +1,10 @@
-// gnnsparse: the contract every backend implements. No backend headers here.
+// gnnsparse: the contract every backend implements, and the one table of op and type codes.
+//
+// Plain C++17, no backend headers. Read by every layer: the CUDA kernels (template parameters),
+// the SYCL and ESIMD kernels (embedded with their sources and compiled by the run-time compiler or
+// icpx), the host dispatchers, and Python (the _core module exports the tables below, so Python
+// never spells a code itself). To add a reduction, an edge function or a dtype, add one row to its
+// table here; docs/architecture.md lists what else each layer then needs.
 //
 // A is an M x K CSR matrix: rowptr[M+1], col[nnz] (0 <= col < K, rows need not be sorted,
 // duplicates allowed: they are separate edges), optional val[nnz]. Dense matrices are
@@ -29,12 +35,63 @@
 #pragma once
 #include <cstdint>
 
+// ---------------------------------------------------------------------------------------------
+// The tables. Each row: X(name, code[, extra columns]). Codes are stable (they cross the Python
+// boundary and name kernel instances); names are what users write (reduce="mean").
+#define GNNSPARSE_REDUCE_TABLE(X) X(sum, 0) X(mean, 1) X(max, 2) X(min, 3)
+#define GNNSPARSE_SDDMM_OP_TABLE(X) X(dot, 0) X(add, 1)
+#define GNNSPARSE_EDGE_FN_TABLE(X) X(none, 0) X(leaky_relu, 1) X(exp, 2) X(softmax, 3)
+// X(enumerator, code, dtype name as NumPy / torch spell it, bytes per element)
+#define GNNSPARSE_DTYPE_TABLE(X) \
+  X(f32, 0, float32, 4) X(f64, 1, float64, 8) X(f16, 2, float16, 2) X(bf16, 3, bfloat16, 2)
+// X(enumerator, code, dtype name, bytes)
+#define GNNSPARSE_ITYPE_TABLE(X) X(i32, 0, int32, 4) X(i64, 1, int64, 8)
+
 namespace gnnsparse {
 
-enum class Reduce : int { sum = 0, mean = 1, max = 2, min = 3 };
-enum class SddmmOp : int { dot = 0, add = 1 };
-enum class EdgeFn : int { none = 0, leaky_relu = 1, exp = 2, softmax = 3 };
-enum class DType : int { f32 = 0, f64 = 1, f16 = 2, bf16 = 3 };
-enum class IType : int { i32 = 0, i64 = 1 };
+#define GNNSPARSE_ENUMERATOR_(name, code, ...) name = code,
+enum class Reduce : int { GNNSPARSE_REDUCE_TABLE(GNNSPARSE_ENUMERATOR_) };
+enum class SddmmOp : int { GNNSPARSE_SDDMM_OP_TABLE(GNNSPARSE_ENUMERATOR_) };
+enum class EdgeFn : int { GNNSPARSE_EDGE_FN_TABLE(GNNSPARSE_ENUMERATOR_) };
+enum class DType : int { GNNSPARSE_DTYPE_TABLE(GNNSPARSE_ENUMERATOR_) };
+enum class IType : int { GNNSPARSE_ITYPE_TABLE(GNNSPARSE_ENUMERATOR_) };
+#undef GNNSPARSE_ENUMERATOR_
+
+// Names as C++ spells the enumerators in a template argument list ("gnnsparse::Reduce::mean"):
+// what the SYCL launchers put into kernel instance names for the run-time compiler.
+#define GNNSPARSE_CPP_NAME_(Enum, name, ...) \
+  case Enum::name:                         \
+    return "gnnsparse::" #Enum "::" #name;
+#define GNNSPARSE_CPP_REDUCE_(name, ...) GNNSPARSE_CPP_NAME_(Reduce, name)
+#define GNNSPARSE_CPP_OP_(name, ...) GNNSPARSE_CPP_NAME_(SddmmOp, name)
+#define GNNSPARSE_CPP_EDGE_(name, ...) GNNSPARSE_CPP_NAME_(EdgeFn, name)
+inline constexpr const char *cpp_name(Reduce v) {
+  switch (v) { GNNSPARSE_REDUCE_TABLE(GNNSPARSE_CPP_REDUCE_) }
+  return "";
+}
+inline constexpr const char *cpp_name(SddmmOp v) {
+  switch (v) { GNNSPARSE_SDDMM_OP_TABLE(GNNSPARSE_CPP_OP_) }
+  return "";
+}
+inline constexpr const char *cpp_name(EdgeFn v) {
+  switch (v) { GNNSPARSE_EDGE_FN_TABLE(GNNSPARSE_CPP_EDGE_) }
+  return "";
+}
+#undef GNNSPARSE_CPP_REDUCE_
+#undef GNNSPARSE_CPP_OP_
+#undef GNNSPARSE_CPP_EDGE_
+#undef GNNSPARSE_CPP_NAME_
+
+#define GNNSPARSE_BYTES_(name, code, np_name, bytes) \
+  case DType::name:                                  \
+    return bytes;
+inline constexpr int element_bytes(DType t) {
+  switch (t) { GNNSPARSE_DTYPE_TABLE(GNNSPARSE_BYTES_) }
+  return 0;
+}
+#undef GNNSPARSE_BYTES_
+
+// max and min track a winning edge (the arg output); sum and mean do not.
+inline constexpr bool has_arg(Reduce r) { return r == Reduce::max || r == Reduce::min; }
 
 }  // namespace gnnsparse

@@ -1,0 +1,59 @@
+// gnnsparse: the argument structs every backend's C++ entry points take (host code only).
+//
+// Like cuSPARSE's generic API: raw pointers, sizes and codes from gnnsparse/ops.hpp, never a
+// framework object. The Python layer builds a CsrView once per (graph, device, value dtype) and
+// keeps it; each call then fills one op struct. The same structs serve the CUDA entry points
+// (gnnsparse/cuda.hpp), the SYCL ones (sycl/ops.hpp) and the C++ bench executables.
+#pragma once
+#include <cstdint>
+
+#include "gnnsparse/ops.hpp"
+
+namespace gnnsparse {
+
+// A CSR matrix on one device. rowptr / col hold `itype` indices; val is nullptr (every value 1)
+// or nnz values of the feature dtype (float32 for float16 / bfloat16 features).
+struct CsrView {
+  IType itype = IType::i32;
+  const void *rowptr = nullptr;  // M + 1 entries, rowptr[0] = 0, rowptr[M] = nnz, non-decreasing
+  const void *col = nullptr;     // nnz entries in [0, K)
+  const void *val = nullptr;     // nnz entries, or nullptr
+  std::int64_t M = 0, K = 0, nnz = 0;
+  // The longest row if known (lets a launch policy skip its hub pass), else -1.
+  std::int64_t max_degree = -1;
+};
+
+struct SpmmArgs {
+  CsrView A;
+  DType dtype = DType::f32;
+  Reduce reduce = Reduce::sum;
+  const void *X = nullptr;  // K x C
+  void *Y = nullptr;        // M x C
+  std::int64_t *arg = nullptr;  // M x C, or nullptr; written for max / min only
+  std::int64_t C = 0;
+};
+
+struct SddmmArgs {
+  CsrView A;  // val unused
+  DType dtype = DType::f32;
+  SddmmOp op = SddmmOp::dot;
+  const void *X = nullptr;  // dot: M x H x F; add: M x H
+  const void *Y = nullptr;  // dot: K x H x F; add: K x H
+  void *E = nullptr;        // nnz x H
+  std::int64_t H = 1, F = 1;  // F is 1 for add
+};
+
+struct FusedArgs {
+  CsrView A;
+  DType dtype = DType::f32;
+  SddmmOp op = SddmmOp::dot;
+  EdgeFn edge = EdgeFn::none;
+  double slope = 0.2;                      // leaky_relu's negative slope
+  const void *X = nullptr, *Y = nullptr;   // as SddmmArgs
+  const void *Z = nullptr;                 // K x H x D
+  void *out = nullptr;                     // M x H x D
+  void *E = nullptr;                       // nnz x H, or nullptr (edge weights not written)
+  std::int64_t H = 1, F = 1, D = 1;
+};
+
+}  // namespace gnnsparse
