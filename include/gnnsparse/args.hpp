@@ -31,6 +31,7 @@ struct SpmmArgs {
   void *Y = nullptr;        // M x C
   std::int64_t *arg = nullptr;  // M x C, or nullptr; written for max / min only
   std::int64_t C = 0;
+  Precision precision = Precision::fp32;
 };
 
 struct SddmmArgs {
@@ -41,6 +42,7 @@ struct SddmmArgs {
   const void *Y = nullptr;  // dot: K x H x F; add: K x H
   void *E = nullptr;        // nnz x H
   std::int64_t H = 1, F = 1;  // F is 1 for add
+  Precision precision = Precision::fp32;
 };
 
 struct FusedArgs {
@@ -54,6 +56,7 @@ struct FusedArgs {
   void *out = nullptr;                     // M x H x D
   void *E = nullptr;                       // nnz x H, or nullptr (edge weights not written)
   std::int64_t H = 1, F = 1, D = 1;
+  Precision precision = Precision::fp32;
 };
 
 }  // namespace gnnsparse

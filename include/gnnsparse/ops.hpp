@@ -41,6 +41,10 @@
 #define GNNSPARSE_REDUCE_TABLE(X) X(sum, 0) X(mean, 1) X(max, 2) X(min, 3)
 #define GNNSPARSE_SDDMM_OP_TABLE(X) X(dot, 0) X(add, 1)
 #define GNNSPARSE_EDGE_FN_TABLE(X) X(none, 0) X(leaky_relu, 1) X(exp, 2) X(softmax, 3)
+// Arithmetic the caller allows for float32 features on dense-ish inputs (tensor-core tiles):
+// fp32 = float32 accuracy (the default), tf32 / bf16 = faster, with those formats' rounding.
+// Kernels that do not use tensor cores compute in float32 whatever the request.
+#define GNNSPARSE_PRECISION_TABLE(X) X(fp32, 0) X(tf32, 1) X(bf16, 2)
 // X(enumerator, code, dtype name as NumPy / torch spell it, bytes per element)
 #define GNNSPARSE_DTYPE_TABLE(X) \
   X(f32, 0, float32, 4) X(f64, 1, float64, 8) X(f16, 2, float16, 2) X(bf16, 3, bfloat16, 2)
@@ -53,6 +57,7 @@ namespace gnnsparse {
 enum class Reduce : int { GNNSPARSE_REDUCE_TABLE(GNNSPARSE_ENUMERATOR_) };
 enum class SddmmOp : int { GNNSPARSE_SDDMM_OP_TABLE(GNNSPARSE_ENUMERATOR_) };
 enum class EdgeFn : int { GNNSPARSE_EDGE_FN_TABLE(GNNSPARSE_ENUMERATOR_) };
+enum class Precision : int { GNNSPARSE_PRECISION_TABLE(GNNSPARSE_ENUMERATOR_) };
 enum class DType : int { GNNSPARSE_DTYPE_TABLE(GNNSPARSE_ENUMERATOR_) };
 enum class IType : int { GNNSPARSE_ITYPE_TABLE(GNNSPARSE_ENUMERATOR_) };
 #undef GNNSPARSE_ENUMERATOR_

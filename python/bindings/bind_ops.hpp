@@ -1,11 +1,11 @@
 // The op functions every backend module (_cuda, _sycl) exports, in one shape:
 //
-//   spmm   (exec, A, dtype, reduce, X, Y, arg, C)
-//   sddmm  (exec, A, dtype, op, X, Y, E, H, F)
-//   fusedmm(exec, A, dtype, op, edge, slope, X, Y, Z, out, E, H, F, D)
+//   spmm   (exec, A, dtype, reduce, X, Y, arg, C, precision)
+//   sddmm  (exec, A, dtype, op, X, Y, E, H, F, precision)
+//   fusedmm(exec, A, dtype, op, edge, slope, X, Y, Z, out, E, H, F, D, precision)
 //
 // exec is the backend's execution handle (CUDA: the stream as an int; SYCL: (queue, [events to
-// wait on])); A is a gnnsparse._core.CsrView; dtype / reduce / op / edge are codes of the tables in
+// wait on])); A is a gnnsparse._core.CsrView; dtype / reduce / op / edge / precision are codes of the tables in
 // gnnsparse/ops.hpp (validated by the Python layer, which is the only caller); arrays are device
 // addresses as ints (0 = absent). Each returns what the backend's launcher returns (CUDA: None;
 // SYCL: the dpctl.SyclEvent of the submission). No Python array object crosses this boundary.
@@ -31,32 +31,34 @@ void bind_ops(py::module_ &m) {
   using Exec = typename Backend::Exec;
   m.def(
       "spmm",
-      [](Exec exec, const CsrView &A, int dtype, int reduce, addr X, addr Y, addr arg, std::int64_t C) {
+      [](Exec exec, const CsrView &A, int dtype, int reduce, addr X, addr Y, addr arg, std::int64_t C,
+         int precision) {
         const SpmmArgs a{A, DType(dtype), Reduce(reduce), cptr(X), mptr(Y),
-                         static_cast<std::int64_t *>(mptr(arg)), C};
+                         static_cast<std::int64_t *>(mptr(arg)), C, Precision(precision)};
         return Backend::spmm(exec, a);
       },
       py::arg("exec"), py::arg("A"), py::arg("dtype"), py::arg("reduce"), py::arg("X"), py::arg("Y"),
-      py::arg("arg"), py::arg("C"));
+      py::arg("arg"), py::arg("C"), py::arg("precision") = 0);
   m.def(
       "sddmm",
-      [](Exec exec, const CsrView &A, int dtype, int op, addr X, addr Y, addr E, std::int64_t H, std::int64_t F) {
-        const SddmmArgs a{A, DType(dtype), SddmmOp(op), cptr(X), cptr(Y), mptr(E), H, F};
+      [](Exec exec, const CsrView &A, int dtype, int op, addr X, addr Y, addr E, std::int64_t H, std::int64_t F,
+         int precision) {
+        const SddmmArgs a{A, DType(dtype), SddmmOp(op), cptr(X), cptr(Y), mptr(E), H, F, Precision(precision)};
         return Backend::sddmm(exec, a);
       },
       py::arg("exec"), py::arg("A"), py::arg("dtype"), py::arg("op"), py::arg("X"), py::arg("Y"), py::arg("E"),
-      py::arg("H"), py::arg("F"));
+      py::arg("H"), py::arg("F"), py::arg("precision") = 0);
   m.def(
       "fusedmm",
       [](Exec exec, const CsrView &A, int dtype, int op, int edge, double slope, addr X, addr Y, addr Z, addr out,
-         addr E, std::int64_t H, std::int64_t F, std::int64_t D) {
+         addr E, std::int64_t H, std::int64_t F, std::int64_t D, int precision) {
         const FusedArgs a{A, DType(dtype), SddmmOp(op), EdgeFn(edge), slope, cptr(X), cptr(Y), cptr(Z),
-                          mptr(out), mptr(E), H, F, D};
+                          mptr(out), mptr(E), H, F, D, Precision(precision)};
         return Backend::fusedmm(exec, a);
       },
       py::arg("exec"), py::arg("A"), py::arg("dtype"), py::arg("op"), py::arg("edge"), py::arg("slope"),
       py::arg("X"), py::arg("Y"), py::arg("Z"), py::arg("out"), py::arg("E"), py::arg("H"), py::arg("F"),
-      py::arg("D"));
+      py::arg("D"), py::arg("precision") = 0);
 }
 
 }  // namespace gnnsparse::bindings

@@ -24,6 +24,7 @@ PYBIND11_MODULE(_core, m) {
   GS_TABLE_("REDUCE", GNNSPARSE_REDUCE_TABLE)
   GS_TABLE_("SDDMM_OP", GNNSPARSE_SDDMM_OP_TABLE)
   GS_TABLE_("EDGE_FN", GNNSPARSE_EDGE_FN_TABLE)
+  GS_TABLE_("PRECISION", GNNSPARSE_PRECISION_TABLE)
 #undef GS_ROW_
   // dtypes by the name NumPy and torch give them ("float32" -> code, bytes)
 #define GS_ROW_(name, code, np_name, bytes) d[#np_name] = py::make_tuple(code, bytes);
