@@ -43,6 +43,7 @@ target_link_libraries(gnnsparse_sycl PUBLIC "${SYCL_LIBRARY}")
 
 python_add_library(_sycl MODULE ${PROJECT_SOURCE_DIR}/python/bindings/sycl_module.cpp WITH_SOABI)
 target_include_directories(_sycl SYSTEM PRIVATE "${DPCTL_INCLUDE_DIR}")
+target_include_directories(_sycl PRIVATE ${PROJECT_SOURCE_DIR}/python/bindings)
 target_link_libraries(_sycl PRIVATE gnnsparse_sycl pybind11::headers)
 # installed as <prefix>/lib/python3.X/site-packages/gnnsparse/_sycl*.so; libsycl.so lives in <prefix>/lib
 set_target_properties(_sycl PROPERTIES INSTALL_RPATH "$ORIGIN/../../..;${SYCL_PREFIX}/lib" BUILD_WITH_INSTALL_RPATH ON)
