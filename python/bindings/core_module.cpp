@@ -33,7 +33,7 @@ PYBIND11_MODULE(_core, m) {
 #undef GS_ROW_
 #undef GS_TABLE_
 
-  py::class_<gs::CsrView>(m, "CsrView",
+  py::class_<gs::CsrView>(m, "CsrView", py::dynamic_attr(),
                           "A CSR matrix on one device as raw addresses (what the backend modules take).")
       .def(py::init([](int itype, std::uintptr_t rowptr, std::uintptr_t col, std::uintptr_t val, std::int64_t M,
                        std::int64_t K, std::int64_t nnz, std::int64_t max_degree) {
