@@ -19,10 +19,18 @@ from . import _arrays, _core
 _POISON = os.environ.get("GNNSPARSE_POISON", "") not in ("", "0")
 
 
-def _ext():
-    from . import _sycl  # noqa: F401  (loads libsycl; dpctl is imported first for its C-API)
+_EXT = None
 
-    return _sycl
+
+def _ext():
+    global _EXT
+    if _EXT is None:
+        import dpctl  # noqa: F401  (its C-API, used by the module's queue and event casters)
+
+        from . import _sycl  # loads libsycl
+
+        _EXT = _sycl
+    return _EXT
 
 
 def _dpnp():
@@ -98,6 +106,11 @@ class SyclBackend:
         return _ext().device_caps(queue or self.default_queue())
 
     @functools.cached_property
+    def _host_exec(self):
+        """The exec handle of NumPy calls: the default queue, nothing to wait for."""
+        return (self.default_queue(), ())
+
+    @functools.cached_property
     def host_direct(self) -> bool:
         """Whether the default device reads host (malloc'ed) memory, so NumPy arrays need no copy."""
         return bool(self.device_caps()["usm_system_allocations"])
@@ -135,6 +148,12 @@ class SyclBackend:
 
     # ------------------------------------------------------------ ops
     def spmm(self, A, X, M, C, dtype, reduce, want_arg, precision):
+        if type(X) is np.ndarray and self.host_direct and not _POISON:  # the per-call fast path
+            Y = np.empty((M, C), X.dtype)
+            arg = np.empty((M, C), np.int64) if want_arg else None
+            _EXT.spmm(self._host_exec, A, dtype, reduce, _address(X), _address(Y),
+                      0 if arg is None else _address(arg), C, precision).wait()
+            return Y, arg
         c = _Call(self, X)
         Y = c.empty((M, C), X.dtype)
         arg = c.empty((M, C), np.int64) if want_arg else None
@@ -157,9 +176,12 @@ class SyclBackend:
         return c.finish(ev, A, out, E)
 
 
+_address = _core.address
+
+
 def _addr(a) -> int:
     if isinstance(a, np.ndarray):
-        return a.ctypes.data
+        return _address(a)
     return a.get_array()._pointer if hasattr(a, "get_array") else int(a.__sycl_usm_array_interface__["data"][0])
 
 
@@ -198,7 +220,7 @@ class _Call:
 
     def exec(self):
         """(queue, events to wait on): after the outputs exist, so their fills are waited for."""
-        return (self.queue, self.order.submitted_events) if self.usm else (self.queue, ())
+        return (self.queue, self.order.submitted_events) if self.usm else _BACKEND._host_exec
 
     def addr(self, a) -> int:
         if self.usm is None and isinstance(a, np.ndarray):  # a device that cannot read host memory
@@ -230,7 +252,7 @@ class _Call:
         return outs
 
 
-backend = SyclBackend()
+backend = _BACKEND = SyclBackend()
 
 
 # kept for callers of the module-level API (bench, tests)
