@@ -249,3 +249,15 @@ def test_numpy_on_a_device_without_host_access(rng, monkeypatch):
     assert all(isinstance(a, dpnp.ndarray) for a in kept if a is not None)
     np.testing.assert_allclose(gs.spmm(A, X, "mean"), ref.spmm(A, X, "mean"), **TOL[np.float32])
     assert len(A._views) == 1  # uploaded once
+
+
+def test_numpy_fast_path_without_poison(rng, monkeypatch):
+    # the per-call fast path (taken when outputs are not poisoned) computes the same results
+    from gnnsparse import _sycl_backend
+
+    monkeypatch.setattr(_sycl_backend, "_POISON", False)
+    A = random_csr(rng, 50, 40, mean_deg=5)
+    X = rng.standard_normal((40, 7)).astype(np.float32)
+    np.testing.assert_allclose(gs.spmm(A, X), ref.spmm(A, X), **TOL[np.float32])
+    Y, arg = gs.spmm(A, X, "min", return_arg=True)
+    np.testing.assert_array_equal(arg, ref.spmm(A, X, "min", return_arg=True)[1])
