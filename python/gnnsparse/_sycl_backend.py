@@ -132,7 +132,8 @@ class SyclBackend:
             if not isinstance(x, dpnp.ndarray):
                 x = dpnp.asarray(x)  # zero copy for any __sycl_usm_array_interface__ object
             return x if x.flags.c_contiguous else dpnp.ascontiguousarray(x)
-        return np.ascontiguousarray(_arrays.to_numpy(x))
+        a = np.asarray(_arrays.to_numpy(x))  # keeps 0-d arrays 0-d (ascontiguousarray would not)
+        return a if a.flags.c_contiguous else np.ascontiguousarray(a)
 
     def upload(self, a, place, like):
         a = np.ascontiguousarray(a)
