@@ -3,6 +3,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <mutex>
 #include <stdexcept>
 #include <string>
 
@@ -31,14 +32,43 @@ struct RowChunk {
   long long o;
 };
 
-// Sets the kernel's dynamic shared memory limit (once per kernel and size) and launches it on
-// `stream` with a cluster of `cluster_z` blocks along z when cluster_z > 1 (sm_90).
+// Per-kernel facts queried once per device (function attributes are per context): the code
+// version the kernel runs as (cluster paths exist only in sm_90 code) and the blocks resident per
+// SM at its block size and shared memory. Setting the shared-memory limit happens here too, so a
+// launch costs no extra driver calls.
+struct KernelInfo {
+  int binary_version = 0;
+  int blocks_per_sm = 1;
+};
+template <class Kernel>
+KernelInfo kernel_info(Kernel kernel, int threads, size_t smem) {
+  static std::mutex mu;
+  static KernelInfo info[64];
+  static bool ready[64] = {};
+  int dev = 0;
+  GS_TILE_CHECK(cudaGetDevice(&dev));
+  if (dev < 0 || dev >= 64) dev = 63;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!ready[dev]) {
+    if (smem > 48 * 1024)
+      GS_TILE_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(smem)));
+    cudaFuncAttributes attr;
+    GS_TILE_CHECK(cudaFuncGetAttributes(&attr, kernel));
+    info[dev].binary_version = attr.binaryVersion;
+    int n = 0;
+    GS_TILE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem));
+    info[dev].blocks_per_sm = n < 1 ? 1 : n;
+    ready[dev] = true;
+  }
+  return info[dev];
+}
+
+// Launches `kernel` on `stream` with a cluster of `cluster_z` blocks along z when cluster_z > 1
+// (sm_90). kernel_info() must have been called for this kernel and shared memory size.
 template <class Kernel, class Params>
 void launch_tile_kernel(Kernel kernel, dim3 grid, int threads, size_t smem, int cluster_z,
                         cudaStream_t stream, const Params& p) {
-  if (smem > 48 * 1024)
-    GS_TILE_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(smem)));
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = dim3(threads);
@@ -54,24 +84,6 @@ void launch_tile_kernel(Kernel kernel, dim3 grid, int threads, size_t smem, int 
     cfg.numAttrs = 1;
   }
   GS_TILE_CHECK(cudaLaunchKernelEx(&cfg, kernel, p));
-}
-
-// Compute capability (10 * major + minor) of the code the kernel runs on this device: cluster
-// paths exist only in sm_90 code.
-template <class Kernel> int binary_version(Kernel kernel) {
-  cudaFuncAttributes attr;
-  GS_TILE_CHECK(cudaFuncGetAttributes(&attr, kernel));
-  return attr.binaryVersion;
-}
-
-// Blocks of `kernel` resident per SM with this block size and shared memory.
-template <class Kernel> int blocks_per_sm(Kernel kernel, int threads, size_t smem) {
-  int n = 0;
-  if (smem > 48 * 1024)
-    GS_TILE_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(smem)));
-  GS_TILE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem));
-  return n < 1 ? 1 : n;
 }
 
 }  // namespace gnnsparse::tiles

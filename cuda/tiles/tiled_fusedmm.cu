@@ -358,12 +358,13 @@ void launch_fused(const FusedArgs& a, const cuda::TileCache& tc, cudaStream_t st
   const size_t smem = FusedSmem<BM, T, STAGES>::bytes();
   auto kernel = fused_tile_kernel<P, T, STAGES>;
   const DeviceInfo dev = device_info();
+  const KernelInfo ki = kernel_info(kernel, NT, smem);
   const int64_t panels = (a.A.M + BM - 1) / BM;
   const int64_t segs = tc.KS;
   int S = 1;
-  const bool can_cluster = dev.major >= 9 && binary_version(kernel) >= 90 && !(ov && ov->no_cluster);
+  const bool can_cluster = dev.major >= 9 && ki.binary_version >= 90 && !(ov && ov->no_cluster);
   if (can_cluster) {
-    const int64_t resident = int64_t(dev.sms) * blocks_per_sm(kernel, NT, smem);
+    const int64_t resident = int64_t(dev.sms) * ki.blocks_per_sm;
     const int64_t want = (resident + panels * a.H - 1) / (panels * a.H);
     S = static_cast<int>(std::min<int64_t>({8, segs, std::max<int64_t>(1, want)}));
     if (ov && ov->slices > 0) S = static_cast<int>(std::min<int64_t>({8, segs, ov->slices}));

@@ -186,9 +186,10 @@ void launch_sddmm(const SddmmArgs& a, const cuda::TileCache& tc, cudaStream_t st
   const size_t smem = SddmmSmem<BM, FT, STAGES>::bytes();
   auto kernel = sddmm_tile_kernel<P, FT, STAGES>;
   const DeviceInfo dev = device_info();
+  const KernelInfo ki = kernel_info(kernel, NT, smem);
   const int64_t panels = (a.A.M + BM - 1) / BM;
   const int64_t segs = tc.KS;
-  const int64_t resident = int64_t(dev.sms) * blocks_per_sm(kernel, NT, smem);
+  const int64_t resident = int64_t(dev.sms) * ki.blocks_per_sm;
   // Enough column slices for ~2 waves (no combine cost, so finer is nearly free).
   int64_t S = std::max<int64_t>(1, (2 * resident + panels * a.H - 1) / (panels * a.H));
   if (ov && ov->slices > 0) S = ov->slices;

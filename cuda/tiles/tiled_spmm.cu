@@ -57,7 +57,8 @@ __global__ void __launch_bounds__(WM_ * WN_ * 32)
   constexpr int NW = WM_ * WN_, NT = NW * 32, BM = WM_ * 32;
   constexpr int WNC = BN / WN_, NTILE = WNC / 8;
   using SM = SpmmSmem<BM, BN, STAGES>;
-  constexpr int LDA = SM::LDA, LDX = SM::LDX, LDR = SM::LDR;
+  constexpr int LDA = SM::LDA, LDX = SM::LDX;
+  [[maybe_unused]] constexpr int LDR = SM::LDR;
   constexpr int KSTEP = Prec<P>::kStep;
   constexpr bool FOLD = (P == Precision::fp32);
   using FragA = typename Prec<P>::FragA;
@@ -274,14 +275,15 @@ void launch_spmm(const SpmmArgs& a, const cuda::TileCache& tc, cudaStream_t stre
   const size_t smem = SpmmSmem<BM, BN, STAGES>::bytes();
   auto kernel = spmm_tile_kernel<P, BN, WM_, WN_, STAGES>;
   const DeviceInfo dev = device_info();
+  const KernelInfo ki = kernel_info(kernel, NT, smem);
   const int64_t panels = (a.A.M + BM - 1) / BM;
   const int64_t cblocks = (a.C + BN - 1) / BN;
   const int64_t segs = tc.KS;
   // Split K only as far as needed to fill the GPU once, and only through a cluster (sm_90).
   int S = 1;
-  const bool can_cluster = dev.major >= 9 && binary_version(kernel) >= 90 && !(ov && ov->no_cluster);
+  const bool can_cluster = dev.major >= 9 && ki.binary_version >= 90 && !(ov && ov->no_cluster);
   if (can_cluster) {
-    const int64_t resident = int64_t(dev.sms) * blocks_per_sm(kernel, NT, smem);
+    const int64_t resident = int64_t(dev.sms) * ki.blocks_per_sm;
     const int64_t want = (resident + panels * cblocks - 1) / (panels * cblocks);
     S = static_cast<int>(std::min<int64_t>({8, segs, std::max<int64_t>(1, want)}));
     if (ov && ov->slices > 0) S = static_cast<int>(std::min<int64_t>({8, segs, ov->slices}));

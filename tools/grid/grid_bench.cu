@@ -209,7 +209,7 @@ __global__ void ref_sddmm(const int* rowptr, const int* col, const float* X, con
     out[eoff[blockIdx.x] + k - rowptr[i]] = s;
   }
 }
-// FusedMM (dot, edge none or softmax, weighted by val): Out64[r][c]; w scratch per entry.
+// FusedMM (dot, edge none or softmax, weighted by val unless null): Out64[r][c]; w scratch.
 __global__ void ref_fused(const int* rowptr, const int* col, const float* val, const float* X,
                           const float* Y, const float* Z, const int* rows, const int64_t* eoff,
                           int64_t F, int64_t D, int softmax, double* w, double* out) {
@@ -237,7 +237,7 @@ __global__ void ref_fused(const int* rowptr, const int* col, const float* val, c
     double s = 0;
     for (int k = b; k < e; ++k) {
       const double x = softmax ? exp(wr[k - b] - mx) / sum : wr[k - b];
-      s += x * double(val[k]) * double(Z[int64_t(col[k]) * D + c]);
+      s += x * (val ? double(val[k]) : 1.0) * double(Z[int64_t(col[k]) * D + c]);
     }
     out[blockIdx.x * D + c] = s;
   }
@@ -743,13 +743,16 @@ static CaseResult run_fused(Libs& L, Timer& tm, const Csr& A, const gc::TileCach
   double err[3] = {0, 0, 0}, unf_us[3] = {0, 0, 0};
   for (int sm = 0; sm < 2; ++sm) {  // edge none (timed), softmax (checked; timed in fp32)
     if (sm == 1 && !o.fused_variants) break;
-    ref_fused<<<static_cast<unsigned>(smp.rows.size()), 128>>>(A.rowptr, A.col, A.val, X, Yd, Z, smp.d_rows,
+    // edge none: unweighted (as our unfused pair computes it); softmax: weighted (value path)
+    const float* wval = sm ? A.val : nullptr;
+    ref_fused<<<static_cast<unsigned>(smp.rows.size()), 128>>>(A.rowptr, A.col, wval, X, Yd, Z, smp.d_rows,
                                                                smp.d_eoff, N, N, sm, d_w, d_ref);
     CK(cudaGetLastError());
     const std::vector<double> ref = to_host_d(d_ref, smp.rows.size() * N);
     for (int pi = 0; pi < 3; ++pi) {
       FusedArgs a;
       a.A = A.view();
+      a.A.val = wval;
       a.edge = sm ? EdgeFn::softmax : EdgeFn::none;
       a.X = X;
       a.Y = Yd;
@@ -819,7 +822,7 @@ static CaseResult run_fused(Libs& L, Timer& tm, const Csr& A, const gc::TileCach
   }
   if (o.sparse_ours) {
     auto f = [&] {
-      gc::fusedmm(DType::f32, IType::i32, SddmmOp::dot, EdgeFn::none, 0.2, A.rowptr, A.col, A.val, X, Yd, Z, O,
+      gc::fusedmm(DType::f32, IType::i32, SddmmOp::dot, EdgeFn::none, 0.2, A.rowptr, A.col, nullptr, X, Yd, Z, O,
                     nullptr, A.M, A.K, A.nnz, 1, N, N, 0, -1);
     };
     cr.sparse_us = tm.median_us(f);

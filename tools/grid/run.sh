@@ -53,7 +53,7 @@ for l in cublas cusparse; do
     if [ -e "$d/lib$l.so" ]; then f="$d/lib$l.so"; break; fi
     g=$(ls "$d"/lib$l.so.* 2>/dev/null | head -1); [ -n "$g" ] && f="$g" && break
   done
-  if [ -n "$f" ]; then LINK+=("$f"); else LINK+=(-l$l); fi
+  if [ -n "$f" ]; then LINK+=(-Xlinker "$f" -Xlinker -rpath="$(dirname "$f")"); else LINK+=(-l$l); fi
 done
 $NVCC "${GENCODE[@]}" "${objs[@]}" "${LIB[@]}" "${LINK[@]}" -o "$B/grid_bench" > "$B/link.log" 2>&1 || { cat "$B/link.log"; exit 1; }
 cat "$B"/*tiles*.o.log > "$OUT/ptxas_tiles.log" 2>/dev/null
