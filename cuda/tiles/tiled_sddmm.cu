@@ -60,7 +60,7 @@ __global__ void __launch_bounds__(128) sddmm_tile_kernel(const SddmmTileParams p
 
   const bool owner = tid < BM;
   long long o_run = 0;
-  uint32_t m_next = 0;
+  uint32_t m_next = 0, m_next2 = 0;  // masks of the next two chunks to publish
   if (owner && row0 + tid < p.M)
     o_run = load_index(p.rowptr, p.idx64, row0 + tid) +
             static_cast<long long>(p.segoff[int64_t(cb / 4) * p.Mp + row0 + tid]);
@@ -75,7 +75,8 @@ __global__ void __launch_bounds__(128) sddmm_tile_kernel(const SddmmTileParams p
       e.o = o_run;
       ring[(c & 1) * BM + tid] = e;
       o_run += __popc(m_next);
-      m_next = mask_at(c + 1);
+      m_next = m_next2;
+      m_next2 = mask_at(c + 2);
     }
   };
 
@@ -107,6 +108,7 @@ __global__ void __launch_bounds__(128) sddmm_tile_kernel(const SddmmTileParams p
   };
 
   m_next = mask_at(cb);
+  m_next2 = mask_at(cb + 1);
   prep(cb);
 #pragma unroll
   for (int i = 0; i < STAGES - 1; ++i) issue(cb + i, i);

@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(WM_ * WN_ * 32)
   // ---- row bookkeeping: thread tid < BM owns row row0 + tid ------------------------------------
   const bool owner = tid < BM;
   long long o_run = 0;
-  uint32_t m_next = 0;
+  uint32_t m_next = 0, m_next2 = 0;  // masks of the next two chunks to publish
   if (owner && row0 + tid < p.M)
     o_run = load_index(p.rowptr, p.idx64, row0 + tid) +
             static_cast<long long>(p.segoff[int64_t(cb / 4) * p.Mp + row0 + tid]);
@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(WM_ * WN_ * 32)
     return (owner && c < ce) ? __ldg(p.mask + int64_t(c) * p.Mp + row0 + tid) : 0u;
   };
   // Publishes chunk c's (mask, offset) of the owned row in ring slot c & 1 (m_next holds the
-  // mask of chunk c on entry) and prefetches the mask of chunk c + 1.
+  // mask of chunk c on entry) and prefetches the mask of chunk c + 2.
   auto prep = [&](int c) {
     if (owner) {
       RowChunk e;
@@ -99,7 +99,8 @@ __global__ void __launch_bounds__(WM_ * WN_ * 32)
       e.o = o_run;
       ring[(c & 1) * BM + tid] = e;
       o_run += __popc(m_next);
-      m_next = mask_at(c + 1);
+      m_next = m_next2;
+      m_next2 = mask_at(c + 2);
     }
   };
   // Enqueues chunk c into pipeline stage st (one cp.async group, possibly empty).
@@ -179,6 +180,7 @@ __global__ void __launch_bounds__(WM_ * WN_ * 32)
 
   // ---- pipeline ----------------------------------------------------------------------------------
   m_next = mask_at(cb);
+  m_next2 = mask_at(cb + 1);
   prep(cb);
   __syncthreads();
 #pragma unroll
