@@ -72,5 +72,12 @@ fi
 if [ "$MODE" = all ] || [ "$MODE" = sweep ]; then
   timeout 120 "$BIN" --no-grid --sweep --csv "$OUT/sweep.csv" 2>&1 | tee "$OUT/sweep.log" || rc=1
 fi
+echo; echo "==== summaries (full tables in $OUT/*.log, CSV in $OUT/*.csv) ===="
+for f in quick grid72 sweep; do
+  [ -f "$OUT/$f.log" ] || continue
+  echo "---- $f"; grep -E "^(mma.sync ceiling|cache build cost|policy:)" "$OUT/$f.log"
+  sed -n '/^geomean ratios/,$p' "$OUT/$f.log"; sed -n '/^measured crossover/,/fusedmm:/p' "$OUT/$f.log"
+  grep "CHECK FAILED" "$OUT/$f.log" | head -5
+done
 echo "done in ${SECONDS} s (rc=$rc)"
 exit $rc
