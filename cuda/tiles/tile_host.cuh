@@ -1,0 +1,89 @@
+// Host-side helpers shared by the tile launchers (error checks, device properties, launch with
+// an optional thread-block cluster along z).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+#define GS_TILE_CHECK(expr)                                                                    \
+  do {                                                                                         \
+    cudaError_t gs_err_ = (expr);                                                              \
+    if (gs_err_ != cudaSuccess)                                                                \
+      throw std::runtime_error(std::string("gnnsparse cuda tiles: ") + #expr + " failed: " +   \
+                               cudaGetErrorString(gs_err_));                                   \
+  } while (0)
+
+namespace gnnsparse::tiles {
+
+struct DeviceInfo {
+  int sms = 0;
+  int major = 0;
+  int smem_optin = 0;  // max dynamic shared memory per block
+};
+DeviceInfo device_info();  // of the current device, cached per device
+
+// Per-row bookkeeping in shared memory: the mask word of one (row, chunk) and the CSR position
+// of the row's first entry in that chunk.
+struct RowChunk {
+  unsigned m;
+  unsigned pad;
+  long long o;
+};
+
+// Per-kernel facts queried once per device (function attributes are per context): the code
+// version the kernel runs as (cluster paths exist only in sm_90 code) and the blocks resident per
+// SM at its block size and shared memory. Setting the shared-memory limit happens here too, so a
+// launch costs no extra driver calls.
+struct KernelInfo {
+  int binary_version = 0;
+  int blocks_per_sm = 1;
+};
+template <class Kernel>
+KernelInfo kernel_info(Kernel kernel, int threads, size_t smem) {
+  static std::mutex mu;
+  static KernelInfo info[64];
+  static bool ready[64] = {};
+  int dev = 0;
+  GS_TILE_CHECK(cudaGetDevice(&dev));
+  if (dev < 0 || dev >= 64) dev = 63;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!ready[dev]) {
+    if (smem > 48 * 1024)
+      GS_TILE_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(smem)));
+    cudaFuncAttributes attr;
+    GS_TILE_CHECK(cudaFuncGetAttributes(&attr, kernel));
+    info[dev].binary_version = attr.binaryVersion;
+    int n = 0;
+    GS_TILE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem));
+    info[dev].blocks_per_sm = n < 1 ? 1 : n;
+    ready[dev] = true;
+  }
+  return info[dev];
+}
+
+// Launches `kernel` on `stream` with a cluster of `cluster_z` blocks along z when cluster_z > 1
+// (sm_90). kernel_info() must have been called for this kernel and shared memory size.
+template <class Kernel, class Params>
+void launch_tile_kernel(Kernel kernel, dim3 grid, int threads, size_t smem, int cluster_z,
+                        cudaStream_t stream, const Params& p) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(threads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  if (cluster_z > 1) {
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 1;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = cluster_z;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+  }
+  GS_TILE_CHECK(cudaLaunchKernelEx(&cfg, kernel, p));
+}
+
+}  // namespace gnnsparse::tiles
