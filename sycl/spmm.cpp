@@ -20,13 +20,13 @@ sycl::event spmm(sycl::queue &q, const SpmmArgs &a, const Deps &deps) {
     sycl::kernel k = KernelCache::instance().get(q, "spmm.hpp", name);
     const size_t wg = std::min<size_t>(caps.max_wg, size_t(sg) * 4);
     return submit(q, k, size_t(a.A.M) * size_t(sg), wg, deps, a.A.rowptr, a.A.col, a.A.val, a.X, a.Y,
-                  static_cast<long *>(a.arg), long(a.A.M), long(a.C));
+                  a.arg, long(a.A.M), long(a.C));
   }
   const SubgroupPolicy p = subgroup_policy(caps, a.C);  // lanes over features
   const std::string name = "gnnsparse::spmm_csr_sg<" + head + std::to_string(sg) + ", " + std::to_string(p.V) + ">";
   sycl::kernel k = KernelCache::instance().get(q, "spmm.hpp", name);
   return submit(q, k, size_t(a.A.M * p.ntiles) * size_t(sg), p.wg, deps, a.A.rowptr, a.A.col, a.A.val, a.X, a.Y,
-                static_cast<long *>(a.arg), long(a.A.M), long(a.C), long(p.ntiles));
+                a.arg, long(a.A.M), long(a.C), long(p.ntiles));
 }
 
 }  // namespace gnnsparse::sycl_rt

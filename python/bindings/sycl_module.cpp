@@ -35,9 +35,9 @@ E enum_of(int v, int n, const char *what) {
 const void *cptr(std::uintptr_t p) { return reinterpret_cast<const void *>(p); }
 void *mptr(std::uintptr_t p) { return reinterpret_cast<void *>(p); }
 
-rt::CsrArgs csr(const std::string &itype, std::uintptr_t rowptr, std::uintptr_t col, std::uintptr_t val,
-                std::int64_t M, std::int64_t K, std::int64_t nnz) {
-  return rt::CsrArgs{itype_of(itype), cptr(rowptr), cptr(col), cptr(val), M, K, nnz};
+gnnsparse::CsrView csr(const std::string &itype, std::uintptr_t rowptr, std::uintptr_t col, std::uintptr_t val,
+                        std::int64_t M, std::int64_t K, std::int64_t nnz) {
+  return gnnsparse::CsrView{itype_of(itype), cptr(rowptr), cptr(col), cptr(val), M, K, nnz};
 }
 
 // Run a submission with the GIL released; SYCL errors become Python exceptions.
@@ -63,8 +63,8 @@ PYBIND11_MODULE(_sycl, m) {
       [](sycl::queue &q, const std::string &itype, std::uintptr_t rowptr, std::uintptr_t col, std::uintptr_t val,
          std::int64_t M, std::int64_t K, std::int64_t nnz, const std::string &dtype, int reduce, std::uintptr_t X,
          std::uintptr_t Y, std::uintptr_t arg, std::int64_t C, const std::vector<sycl::event> &deps) {
-        rt::SpmmArgs a{csr(itype, rowptr, col, val, M, K, nnz), dtype_of(dtype),
-                       enum_of<gnnsparse::Reduce>(reduce, 4, "reduce"), cptr(X), mptr(Y), mptr(arg), C};
+        gnnsparse::SpmmArgs a{csr(itype, rowptr, col, val, M, K, nnz), dtype_of(dtype),
+                       enum_of<gnnsparse::Reduce>(reduce, 4, "reduce"), cptr(X), mptr(Y), static_cast<std::int64_t *>(mptr(arg)), C};
         return guarded([&] { return rt::spmm(q, a, deps); });
       },
       py::arg("queue"), py::arg("itype"), py::arg("rowptr"), py::arg("col"), py::arg("val"), py::arg("M"),
@@ -76,7 +76,7 @@ PYBIND11_MODULE(_sycl, m) {
       [](sycl::queue &q, const std::string &itype, std::uintptr_t rowptr, std::uintptr_t col, std::int64_t M,
          std::int64_t K, std::int64_t nnz, const std::string &dtype, int op, std::uintptr_t X, std::uintptr_t Y,
          std::uintptr_t E, std::int64_t H, std::int64_t F, const std::vector<sycl::event> &deps) {
-        rt::SddmmArgs a{csr(itype, rowptr, col, 0, M, K, nnz), dtype_of(dtype),
+        gnnsparse::SddmmArgs a{csr(itype, rowptr, col, 0, M, K, nnz), dtype_of(dtype),
                         enum_of<gnnsparse::SddmmOp>(op, 2, "sddmm op"), cptr(X), cptr(Y), mptr(E), H, F};
         return guarded([&] { return rt::sddmm(q, a, deps); });
       },
@@ -90,7 +90,7 @@ PYBIND11_MODULE(_sycl, m) {
          std::int64_t M, std::int64_t K, std::int64_t nnz, const std::string &dtype, int op, int edge, double slope,
          std::uintptr_t X, std::uintptr_t Y, std::uintptr_t Z, std::uintptr_t out, std::uintptr_t E, std::int64_t H,
          std::int64_t F, std::int64_t D, const std::vector<sycl::event> &deps) {
-        rt::FusedArgs a{csr(itype, rowptr, col, val, M, K, nnz),
+        gnnsparse::FusedArgs a{csr(itype, rowptr, col, val, M, K, nnz),
                         dtype_of(dtype),
                         enum_of<gnnsparse::SddmmOp>(op, 2, "sddmm op"),
                         enum_of<gnnsparse::EdgeFn>(edge, 4, "edge function"),
