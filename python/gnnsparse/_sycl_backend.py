@@ -13,14 +13,11 @@ import os
 
 import numpy as np
 
-from . import _arrays
+from . import _arrays, _core
 from ._usm import USMArray, usm_is_contiguous, usm_pointer, usm_queue
 
 name = "sycl"
 dtypes = ("float32", "float64")
-_REDUCE = {"sum": 0, "mean": 1, "max": 2, "min": 3}
-_OP = {"dot": 0, "add": 1}
-_EDGE = {"none": 0, "leaky_relu": 1, "exp": 2, "softmax": 3}
 _reason = None
 _POISON = os.environ.get("GNNSPARSE_POISON", "") not in ("", "0")
 
@@ -181,8 +178,9 @@ class _Call:
         return tuple(o if o is None or isinstance(o, np.ndarray) else o.asnumpy() for o in outs)
 
 
-def _csr_args(rowptr, col, val, c: _Call):
-    return dict(itype=_arrays.dtype_name(rowptr), rowptr=c.ptr(rowptr), col=c.ptr(col), val=c.ptr(val))
+def _csr_view(rowptr, col, val, M, K, c: _Call):
+    return _core.CsrView(_core.ITYPE[_arrays.dtype_name(rowptr)][0], c.ptr(rowptr), c.ptr(col), c.ptr(val), M, K,
+                         _arrays.shape_of(col)[0])
 
 
 def spmm(rowptr, col, val, X, M, K, reduce, want_arg):
@@ -191,9 +189,9 @@ def spmm(rowptr, col, val, X, M, K, reduce, want_arg):
     dt = _arrays.dtype_name(X)
     Y = c.empty((M, C), dt)
     arg = c.empty((M, C), np.int64) if want_arg else None
-    a = _csr_args(rowptr, col, val, c)
-    ev = _ext().spmm(c.queue, a["itype"], a["rowptr"], a["col"], a["val"], M, K, _arrays.shape_of(col)[0], dt,
-                     _REDUCE[reduce], c.ptr(X), c.out_ptr(Y), 0 if arg is None else c.out_ptr(arg), C, c.deps)
+    A = _csr_view(rowptr, col, val, M, K, c)
+    ev = _ext().spmm((c.queue, c.deps), A, _core.DTYPE[dt][0], _core.REDUCE[reduce], c.ptr(X), c.out_ptr(Y),
+                     0 if arg is None else c.out_ptr(arg), C)
     return c.finish(ev, Y, arg)
 
 
@@ -204,9 +202,9 @@ def sddmm(rowptr, col, X, Y, M, K, op):
     nnz = _arrays.shape_of(col)[0]
     dt = _arrays.dtype_name(X)
     E = c.empty((nnz, H), dt)
-    a = _csr_args(rowptr, col, None, c)
-    ev = _ext().sddmm(c.queue, a["itype"], a["rowptr"], a["col"], M, K, nnz, dt, _OP[op], c.ptr(X), c.ptr(Y),
-                      c.out_ptr(E), H, F, c.deps)
+    A = _csr_view(rowptr, col, None, M, K, c)
+    ev = _ext().sddmm((c.queue, c.deps), A, _core.DTYPE[dt][0], _core.SDDMM_OP[op], c.ptr(X), c.ptr(Y), c.out_ptr(E),
+                      H, F)
     return c.finish(ev, E)[0]
 
 
@@ -219,8 +217,8 @@ def fusedmm(rowptr, col, val, X, Y, Z, M, K, op, edge, slope, want_edges):
     dt = _arrays.dtype_name(X)
     out = c.empty((M, H, D), dt)
     E = c.empty((nnz, H), dt) if want_edges else None
-    a = _csr_args(rowptr, col, val, c)
-    ev = _ext().fusedmm(c.queue, a["itype"], a["rowptr"], a["col"], a["val"], M, K, nnz, dt, _OP[op], _EDGE[edge],
+    A = _csr_view(rowptr, col, val, M, K, c)
+    ev = _ext().fusedmm((c.queue, c.deps), A, _core.DTYPE[dt][0], _core.SDDMM_OP[op], _core.EDGE_FN[edge],
                         float(slope), c.ptr(X), c.ptr(Y), c.ptr(Z), c.out_ptr(out),
-                        0 if E is None else c.out_ptr(E), H, F, D, c.deps)
+                        0 if E is None else c.out_ptr(E), H, F, D)
     return c.finish(ev, out, E)
