@@ -31,7 +31,8 @@ endif()
 message(STATUS "gnnsparse: SYCL backend on (libsycl ${SYCL_LIBRARY}, dpctl include ${DPCTL_INCLUDE_DIR})")
 
 include(${CMAKE_CURRENT_LIST_DIR}/EmbedKernels.cmake)
-gnnsparse_embed_kernels(${PROJECT_SOURCE_DIR}/sycl/kernels ${CMAKE_CURRENT_BINARY_DIR}/kernel_sources.cpp)
+gnnsparse_embed_kernels(${CMAKE_CURRENT_BINARY_DIR}/kernel_sources.cpp DIR ${PROJECT_SOURCE_DIR}/sycl/kernels
+                        FILE gnnsparse/ops.hpp ${PROJECT_SOURCE_DIR}/include/gnnsparse/ops.hpp)
 
 file(GLOB GNNSPARSE_SYCL_HOST_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/sycl/*.cpp)
 add_library(gnnsparse_sycl STATIC ${GNNSPARSE_SYCL_HOST_SOURCES} ${CMAKE_CURRENT_BINARY_DIR}/kernel_sources.cpp)

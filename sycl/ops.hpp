@@ -1,20 +1,15 @@
-// SYCL backend entry points: raw USM pointers, sizes, type codes, the caller's queue and the events
-// to wait on; each returns the event of its last submission. Semantics: include/gnnsparse/ops.hpp.
+// SYCL backend entry points: the shared argument structs (gnnsparse/args.hpp: USM pointers, sizes,
+// type codes), the caller's queue and the events to wait on; each returns the event of its last
+// submission. Semantics: include/gnnsparse/ops.hpp.
 #pragma once
 #include <sycl/sycl.hpp>
 
-#include <cstdint>
 #include <optional>
 #include <vector>
 
 #include "gnnsparse/args.hpp"
 
 namespace gnnsparse::sycl_rt {
-
-using gnnsparse::CsrView;
-using gnnsparse::FusedArgs;
-using gnnsparse::SddmmArgs;
-using gnnsparse::SpmmArgs;
 
 using Deps = std::vector<sycl::event>;
 

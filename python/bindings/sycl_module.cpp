@@ -1,10 +1,16 @@
-// _sycl: the SYCL backend's pybind11 module. The op functions have the shape every backend shares
-// (python/bindings/bind_ops.hpp) with exec = (dpctl.SyclQueue, [dpctl.SyclEvent, ...]) and return
-// the dpctl.SyclEvent of the submission. Array protocols live in Python.
+// _sycl: the SYCL backend's pybind11 module. The op functions come from bind_ops.hpp (one shape for
+// every backend): exec is (dpctl.SyclQueue, [dpctl.SyclEvent, ...]) -- the queue to submit on and
+// the events to wait for, converted by dpctl4pybind11 -- and each returns the dpctl.SyclEvent of
+// its submission. Codes are those of gnnsparse/ops.hpp, arrays are USM (or, on devices that read
+// host memory, host) addresses. SYCL errors and kernel compile errors become RuntimeError carrying
+// the message and the compiler log; unsupported dtypes and devices become ValueError.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <sycl/sycl.hpp>
+
+#include <utility>
+#include <vector>
 
 #include "bind_ops.hpp"
 #include "dpctl4pybind11.hpp"
@@ -16,9 +22,9 @@ namespace rt = gnnsparse::sycl_rt;
 
 namespace {
 
-// SYCL errors become Python exceptions (RuntimeError carrying the message / compiler log).
+// Run with the GIL released; SYCL and compile errors become RuntimeError with their text.
 template <typename F>
-sycl::event guarded(F &&f) {
+auto guarded(F &&f) {
   try {
     py::gil_scoped_release nogil;
     return f();
@@ -29,17 +35,16 @@ sycl::event guarded(F &&f) {
   }
 }
 
-// The op functions of python/bindings/bind_ops.hpp: exec = (queue, [events to wait on]).
 struct SyclBackend {
   using Exec = std::pair<sycl::queue, std::vector<sycl::event>>;
-  static sycl::event spmm(Exec &e, const gnnsparse::SpmmArgs &a) {
-    return guarded([&] { return rt::spmm(e.first, a, e.second); });
+  static sycl::event spmm(Exec &x, const gnnsparse::SpmmArgs &a) {
+    return guarded([&] { return rt::spmm(x.first, a, x.second); });
   }
-  static sycl::event sddmm(Exec &e, const gnnsparse::SddmmArgs &a) {
-    return guarded([&] { return rt::sddmm(e.first, a, e.second); });
+  static sycl::event sddmm(Exec &x, const gnnsparse::SddmmArgs &a) {
+    return guarded([&] { return rt::sddmm(x.first, a, x.second); });
   }
-  static sycl::event fusedmm(Exec &e, const gnnsparse::FusedArgs &a) {
-    return guarded([&] { return rt::fusedmm(e.first, a, e.second); });
+  static sycl::event fusedmm(Exec &x, const gnnsparse::FusedArgs &a) {
+    return guarded([&] { return rt::fusedmm(x.first, a, x.second); });
   }
 };
 
@@ -47,17 +52,13 @@ struct SyclBackend {
 
 PYBIND11_MODULE(_sycl, m) {
   m.doc() = "gnnsparse SYCL backend: run-time compiled kernels on dpctl queues";
+  py::module_::import("gnnsparse._core");  // CsrView
   gnnsparse::bindings::bind_ops<SyclBackend>(m);
 
   m.def(
       "compile_only",
       [](sycl::queue &q, const std::string &entry, const std::vector<std::string> &names) {
-        try {
-          py::gil_scoped_release nogil;
-          return rt::KernelCache::instance().compile_only(q, entry, names);
-        } catch (rt::CompileError &e) {
-          throw std::runtime_error(e.what());
-        }
+        return guarded([&] { return rt::KernelCache::instance().compile_only(q, entry, names); });
       },
       py::arg("queue"), py::arg("entry"), py::arg("names"),
       "Front end + device compile of the embedded source `entry` for the registered kernel `names`, without "
@@ -66,26 +67,24 @@ PYBIND11_MODULE(_sycl, m) {
   m.def(
       "build_kernel",
       [](sycl::queue &q, const std::string &entry, const std::string &name) {
-        try {
-          py::gil_scoped_release nogil;
-          rt::KernelCache::instance().get(q, entry, name);
-        } catch (rt::CompileError &e) {
-          throw std::runtime_error(e.what());
-        }
+        guarded([&] { rt::KernelCache::instance().get(q, entry, name); });
       },
-      py::arg("queue"), py::arg("entry"), py::arg("name"), "Build (and cache) one kernel instance.");
-  m.def("kernel_cache_size", [] { return rt::KernelCache::instance().size(); });
+      py::arg("queue"), py::arg("entry"), py::arg("name"), "Build (and cache) one kernel instance by name.");
+  m.def("kernel_cache_size", [] { return rt::KernelCache::instance().size(); },
+        "Number of kernels built in this process (all contexts and devices).");
   m.def("kernel_sources", [] {
     std::vector<std::string> names;
     for (const auto &p : rt::kernel_sources()) names.push_back(p.first);
     return names;
   });
   m.def("device_caps", [](sycl::queue &q) {
-    rt::DeviceCaps c = rt::device_caps(q.get_device());
+    const rt::DeviceCaps c = rt::device_caps(q.get_device());
     py::dict d;
     d["esimd"] = c.esimd;
     d["fp64"] = c.fp64;
+    d["cpu"] = c.cpu;
     d["max_work_group_size"] = c.max_wg;
+    d["compute_units"] = c.compute_units;
     d["sub_group_sizes"] = c.sg_sizes;
     d["preferred_sub_group_size"] = c.preferred_sg;
     d["usm_system_allocations"] = q.get_device().has(sycl::aspect::usm_system_allocations);
