@@ -6,6 +6,8 @@ Profiles (GNNSPARSE_HYPOTHESIS_PROFILE, default "ci"):
          bounded set of SYCL kernel instances; the whole file runs in well under a minute on 2 cores.
   long - random, >= 1,000 examples per test and every SYCL kernel instance (each costs ~1 s of
          run-time compilation the first time in a process): tens of minutes.
+  gpu  - random, 300 examples per test: for a GPU machine, where kernels are compiled ahead of time
+         (tools/reliability_gpu.sh runs it with a fixed --hypothesis-seed).
 
 What is drawn: shapes from 0 up (M != K, empty rows, one hub row longer than the CUDA hub segment,
 unsorted rows, duplicates, self loops), int32/int64 indices, every dtype the backend takes, odd
@@ -41,15 +43,17 @@ _COMMON = dict(deadline=None, database=None, print_blob=True,
                                       HealthCheck.filter_too_much])
 settings.register_profile("ci", derandomize=True, max_examples=30, **_COMMON)
 settings.register_profile("long", derandomize=False, max_examples=1000, **_COMMON)
+settings.register_profile("gpu", derandomize=False, max_examples=300, **_COMMON)
 PROFILE = os.environ.get("GNNSPARSE_HYPOTHESIS_PROFILE", "ci")
-if PROFILE not in ("ci", "long"):
-    raise ValueError(f"GNNSPARSE_HYPOTHESIS_PROFILE must be ci or long, got {PROFILE!r}")
+if PROFILE not in ("ci", "long", "gpu"):
+    raise ValueError(f"GNNSPARSE_HYPOTHESIS_PROFILE must be ci, long or gpu, got {PROFILE!r}")
 LONG = PROFILE == "long"
 BASE = settings.get_profile(PROFILE)
 
 
 def examples(ci: int, long: int = 1000):
-    return settings(BASE, max_examples=long if LONG else ci)
+    n = {"ci": ci, "long": long, "gpu": 300}[PROFILE]
+    return settings(BASE, max_examples=n)
 
 
 # ---------------------------------------------------------------- SYCL kernel instance budget
@@ -262,6 +266,13 @@ def test_sddmm_matches_reference(backend, data):
         assert_match(host(E), Er, bound, "sddmm dot")
 
 
+# Known bug (test_softmax_nan_and_inf_scores below, xfail): the SYCL FusedMM kernel gives a NaN or
+# +-inf softmax score weight 1 instead of a NaN row. While this is True the SYCL softmax examples
+# with non-finite scores are left out here, so the property test keeps checking everything else;
+# set it to False with the fix.
+SYCL_SOFTMAX_NONFINITE_SCORE_BUG = True
+
+
 def _fused_config(draw, backend):
     if backend == "sycl":
         c = draw(st.sampled_from(SYCL_FUSED))
@@ -309,6 +320,10 @@ def test_fusedmm_matches_reference(backend, data):
     out, E = res if want_edges else (res, None)
     Xh, Yh, Zh = exact_values(X), exact_values(Y), exact_values(Z)
     out_r, E_r, out_b, e_b = expect_fusedmm(R, Xh, Yh, Zh, op, edge, slope, dtype)
+    if SYCL_SOFTMAX_NONFINITE_SCORE_BUG and backend == "sycl" and edge == "softmax":
+        with np.errstate(all="ignore"):
+            scores = gs.reference.sddmm(R, Xh, Yh, op)
+        assume(np.isfinite(scores).all())
     # the frontend's shapes: Out follows Z ((M, D) for a 2-D Z), the edges follow X ((nnz,) for
     # 2-D dot / 1-D add inputs)
     out_shape = (M, D) if len(zs) == 2 else (M, zs[1], D)
@@ -522,6 +537,33 @@ def test_zero_dim_features_are_rejected(backend):
     X = to_backend(np.array(2.0), backend, "float32")
     with pytest.raises(ValueError, match="X has shape"):
         gs.spmm(A, X)
+
+
+@pytest.mark.parametrize("backend", [
+    pytest.param("sycl", marks=[pytest.mark.sycl, pytest.mark.xfail(
+        strict=True, reason="SYCL fusedmm_csr_sg (sycl/kernels/fusedmm.hpp) gives a row's first score, and any "
+        "score above the running max, p = 1 without evaluating exp(w - m): a NaN or +inf score then weighs 1 "
+        "(and a lone -inf score too) instead of making the row NaN as exp(e - max(e)) does")]),
+    pytest.param("cuda", marks=pytest.mark.cuda)])
+@pytest.mark.parametrize("score", ["nan_alone", "inf_among_finite", "-inf_alone"])
+def test_softmax_nan_and_inf_scores(backend, score):
+    """ops.hpp: softmax w = exp(e - max_row e) / sum_row exp(e - max_row e): a NaN score, or +inf
+    (inf - inf), makes the row's weights NaN; a row whose only score is -inf too (-inf + inf)."""
+    require(backend)
+    rng = np.random.default_rng(0)
+    ncol = 3 if score == "inf_among_finite" else 1
+    A = gs.CSR(np.array([0, ncol], np.int32), np.arange(ncol, dtype=np.int32), None, (1, 3))
+    Xv = np.ones((1, 2, 4))
+    Yv = rng.uniform(-1, 1, (3, 2, 4))
+    Yv[ncol // 2, 0, 0] = {"nan_alone": np.nan, "inf_among_finite": np.inf, "-inf_alone": -np.inf}[score]  # head 0
+    Zv = rng.uniform(-1, 1, (3, 2, 5))
+    out, E = gs.fusedmm(A, to_backend(Xv, backend, "float32"), to_backend(Yv, backend, "float32"),
+                        to_backend(Zv, backend, "float32"), edge="softmax", return_edges=True)
+    with np.errstate(all="ignore"):
+        want, want_e = gs.reference.fusedmm(A, Xv, Yv, Zv, edge="softmax", return_edges=True)
+    assert np.isnan(want[0, 0]).all() and np.isfinite(want[0, 1]).all()  # head 0 NaN, head 1 untouched
+    assert_match(host(out), want, 1e-6, "softmax out")
+    assert_match(host(E), want_e, 1e-6, "softmax edges")
 
 
 def test_ci_instance_budget():
