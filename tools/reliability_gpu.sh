@@ -41,13 +41,13 @@ step() {  # name timeout command... ; records "name: rc, seconds, last summary l
   SUMMARY+=("$(printf '%-12s rc=%-4s %4ss  %s' "$name" "$rc" "$secs" "$last")")
 }
 
-step pytest 120 env GNNSPARSE_HYPOTHESIS_PROFILE=gpu "$PY" -m pytest -q -p no:cacheprovider -m cuda -rfEX \
+step pytest 150 env GNNSPARSE_HYPOTHESIS_PROFILE=gpu "$PY" -m pytest -q -p no:cacheprovider -m cuda -rfEX \
   --hypothesis-seed=20261130 --hypothesis-show-statistics \
   tests/test_properties.py tests/test_faults.py tests/test_concurrency.py tests/test_determinism.py
 step sanitize 230 env SANITIZE_OUT="$OUT/sanitize" SANITIZE_BUDGET=215 bash tools/sanitize.sh full
 step determinism 50 "$PY" tools/determinism_check.py --backend cuda --repeats 100 --scale 4 \
   --json "$OUT/determinism_cuda.json"
-step scale 150 "$PY" tools/scale_check.py --json "$OUT/scale.json"
+step scale 140 "$PY" tools/scale_check.py --json "$OUT/scale.json"
 
 echo
 echo "=== reliability_gpu summary ($(( $(date +%s) - T0 )) s; logs in $OUT/)"
