@@ -244,6 +244,8 @@ def test_cuda_runs_on_the_callers_current_stream():
     A = gs.CSR(np.array([0, 2, 3, 5], np.int32), np.array([0, 1, 1, 0, 1], np.int32), None, (3, 2))
     src = to_backend(rng.standard_normal((2, 64)), "cuda", "float32")
     want = ref.spmm(A, host(src))
+    gs.spmm(A, src)  # uploads the CSR now: a pageable upload inside the stream below would sync it
+    torch.cuda.synchronize()
     for op in ("spmm", "sddmm", "fusedmm"):
         s = torch.cuda.Stream()
         X = torch.zeros_like(src)
