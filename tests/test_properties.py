@@ -527,9 +527,7 @@ def test_bad_arguments_raise_before_any_kernel(backend, data):
 
 
 @pytest.mark.parametrize("backend", [
-    pytest.param("sycl", marks=[pytest.mark.sycl, pytest.mark.xfail(
-        strict=True, reason="SYCL path: a 0-d X is taken as one row when A has one column (the frontend makes "
-        "it contiguous with np.ascontiguousarray, which turns () into (1,), before checking its shape)")]),
+    pytest.param("sycl", marks=pytest.mark.sycl),
     pytest.param("cuda", marks=pytest.mark.cuda)])
 def test_zero_dim_features_are_rejected(backend):
     require(backend)

@@ -30,6 +30,10 @@ else
   echo "== built and installed in $((SECONDS - t0)) s"
 fi
 export PYTHONPATH=$SITE PATH=$SITE/gnnsparse/bin:$PATH
+# cuBLAS / cuSPARSE for the bench executables: the toolkit's, else the pip wheels' (nvidia-*)
+libdirs=$( { ls -d /usr/local/cuda*/lib64 2>/dev/null; "$PY" -c 'import nvidia, os; print(*nvidia.__path__)' 2>/dev/null \
+  | xargs -r -I{} find {} -maxdepth 3 -name "libcu*.so*" -printf "%h\n" 2>/dev/null; } | sort -u | paste -sd: -)
+export LD_LIBRARY_PATH=${libdirs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 cd "$OUT"
 "$PY" -c 'import gnnsparse, torch; print("gnnsparse", gnnsparse.__version__, gnnsparse.available_backends(), "torch", torch.__version__)' || exit 100
 failed=0
