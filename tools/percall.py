@@ -35,19 +35,27 @@ def _graph(seed=0):
 
 
 def _per_call(fn, calls, rounds=7, sync=None):
-    fn()
-    fn()
+    return _interleaved({"x": fn}, calls, rounds, sync)["x"]
+
+
+def _interleaved(fns, calls, rounds=9, sync=None):
+    """{name: median µs per call}: the candidates take turns round by round, so they see the same
+    machine state (clocks, other load); each round times `calls` back-to-back calls."""
+    for fn in fns.values():
+        fn()
+        fn()
     if sync:
         sync()
-    out = []
+    times = {k: [] for k in fns}
     for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        if sync:
-            sync()
-        out.append((time.perf_counter() - t0) / calls * 1e6)
-    return statistics.median(out)
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            if sync:
+                sync()
+            times[k].append((time.perf_counter() - t0) / calls * 1e6)
+    return {k: statistics.median(v) for k, v in times.items()}
 
 
 def cpu(calls):
@@ -56,7 +64,7 @@ def cpu(calls):
     ei, X = _graph()
     A = gs.CSR.from_edge_index(ei, N_NODES)
     S = A.to_scipy()
-    rows = {"gnnsparse numpy": _per_call(lambda: gs.spmm(A, X), calls), "scipy A @ X": _per_call(lambda: S @ X, calls)}
+    fns = {"gnnsparse numpy": lambda: gs.spmm(A, X), "scipy A @ X": lambda: S @ X}
     try:
         import torch
 
@@ -65,15 +73,17 @@ def cpu(calls):
         St = torch.sparse_csr_tensor(torch.from_numpy(S.indptr.astype(np.int64)),
                                      torch.from_numpy(S.indices.astype(np.int64)),
                                      torch.from_numpy(S.data.astype(np.float32)), S.shape)
-        rows["gnnsparse torch cpu"] = _per_call(lambda: gs.spmm(A, Xt), calls)
-        rows["torch.sparse.mm (1 thread)"] = _per_call(lambda: torch.sparse.mm(St, Xt), calls)
+        fns["gnnsparse torch cpu"] = lambda: gs.spmm(A, Xt)
+        fns["torch.sparse.mm (1 thread)"] = lambda: torch.sparse.mm(St, Xt)
     except ImportError:
         pass
+    rows = _interleaved(fns, calls)
     try:
         import dpnp
 
         Xd = dpnp.asarray(X)
-        rows["gnnsparse dpnp"] = _per_call(lambda: gs.spmm(A, Xd), calls, sync=lambda: Xd.sycl_queue.wait())
+        rows.update(_interleaved({"gnnsparse dpnp": lambda: gs.spmm(A, Xd), "gnnsparse numpy (again)":
+                                  lambda: gs.spmm(A, X)}, calls, sync=lambda: Xd.sycl_queue.wait()))
     except ImportError:
         pass
     return rows
@@ -93,8 +103,9 @@ def cuda(calls):
                                  torch.from_numpy(S.data.astype(np.float32)), S.shape).to(dev)
     torch.testing.assert_close(gs.spmm(A, Xt), torch.sparse.mm(St, Xt), rtol=1e-5, atol=1e-5)
     sync = torch.cuda.synchronize
-    rows = {"gnnsparse torch cuda": _per_call(lambda: gs.spmm(A, Xt), calls, sync=sync),
-            "torch.sparse.mm cuda": _per_call(lambda: torch.sparse.mm(St, Xt), calls, sync=sync)}
+    _warm_gpu(Xt)
+    rows = _interleaved({"gnnsparse torch cuda": lambda: gs.spmm(A, Xt),
+                         "torch.sparse.mm cuda": lambda: torch.sparse.mm(St, Xt)}, calls, sync=sync)
     try:  # the binding alone and the kernel alone (needs this version's internals)
         rows.update(_cuda_binding_and_kernel(A, Xt, calls, sync))
     except (ImportError, AttributeError) as e:
@@ -118,16 +129,39 @@ def _cuda_binding_and_kernel(A, Xt, calls, sync):
         _cuda.spmm(stream, view, f32, 0, Xt.data_ptr(), Y.data_ptr(), 0, C, 0)
 
     rows = {"binding only (no frontend)": _per_call(launch, calls, sync=sync)}
+    # the kernel alone: 100 launches captured in a CUDA graph, replayed between two events
+    g = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        launch()
+        torch.cuda.synchronize()
+        with torch.cuda.graph(g, stream=s):
+            stream = torch.cuda.current_stream().cuda_stream
+            for _ in range(100):
+                launch()
+    stream = torch.cuda.current_stream().cuda_stream
     times = []
-    for _ in range(200):
+    for _ in range(30):
         e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         e0.record()
-        launch()
+        g.replay()
         e1.record()
         e1.synchronize()
-        times.append(e0.elapsed_time(e1) * 1e3)
-    rows["kernel (CUDA events)"] = statistics.median(times)
+        times.append(e0.elapsed_time(e1) * 1e3 / 100)
+    rows["kernel (CUDA graph replay)"] = statistics.median(times)
     return rows
+
+
+def _warm_gpu(x, seconds=0.3):
+    """Bring the GPU's clocks up before timing (a busy loop of small products)."""
+    import torch
+
+    t0 = time.perf_counter()
+    a = torch.randn(2048, 2048, device=x.device)
+    while time.perf_counter() - t0 < seconds:
+        a = a @ a
+        a = a / a.norm()
+    torch.cuda.synchronize()
 
 
 def main(argv=None):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 from . import _arrays, _core
-from ._backends import backend_for
+from ._backends import BackendUnavailable, backend_for
 from ._csr import CSR, _val_dtype_for
 
 REDUCTIONS = tuple(_core.REDUCE)
@@ -49,6 +49,19 @@ def _autograd(name):
         raise RuntimeError(f"an input of gnnsparse.{name} requires grad: import gnnsparse.torch for the "
                            "differentiable ops, or pass tensors without requires_grad (torch.no_grad())")
     return getattr(AUTOGRAD, name)
+
+
+def _backend(A, X):
+    """The backend of X's device; if X's backend cannot run here but the CSR lives elsewhere, the
+    error names both places (the likely mistake) rather than the missing backend."""
+    try:
+        return backend_for(X)
+    except BackendUnavailable as e:
+        k = _arrays.kind(X)
+        if A.kind != k:
+            raise ValueError(f"X is a {k} array but the CSR lives on {A.kind}: put them on one device "
+                             f"(and note: {e})") from e
+        raise
 
 
 def _dense(b, name, x, expect=None):
@@ -95,7 +108,7 @@ def spmm(A: CSR, X, reduce: str = "sum", return_arg: bool = False, *, precision:
     _check_csr(A)
     if _needs_grad(X, A.val):
         return _autograd("spmm")(A, X, reduce, return_arg)
-    b = backend_for(X)
+    b = _backend(A, X)
     X0 = X
     X, dt = _dense(b, "X", X)
     M, K = A.shape
@@ -143,7 +156,7 @@ def sddmm(A: CSR, X, Y, op: str = "dot", *, precision: str = "fp32"):
     _check_csr(A)
     if _needs_grad(X, Y):
         return _autograd("sddmm")(A, X, Y, op)
-    b = backend_for(X)
+    b = _backend(A, X)
     X0 = X
     X, dt = _dense(b, "X", X)
     Y, _ = _dense(b, "Y", Y, dt)
@@ -169,7 +182,7 @@ def fusedmm(A: CSR, X, Y, Z, op: str = "dot", edge: str = "none", slope: float =
     _check_csr(A)
     if _needs_grad(X, Y, Z, A.val):
         return _autograd("fusedmm")(A, X, Y, Z, op, edge, slope, return_edges)
-    b = backend_for(X)
+    b = _backend(A, X)
     X0 = X
     X, dt = _dense(b, "X", X)
     Y, _ = _dense(b, "Y", Y, dt)
