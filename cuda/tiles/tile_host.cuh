@@ -3,7 +3,9 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <map>
 #include <mutex>
+#include <tuple>
 #include <stdexcept>
 #include <string>
 
@@ -42,26 +44,32 @@ struct KernelInfo {
 };
 template <class Kernel>
 KernelInfo kernel_info(Kernel kernel, int threads, size_t smem) {
+  // Keyed by the kernel's address, device and launch shape: kernels of one signature share this
+  // template instance, and each needs its own shared-memory limit and occupancy.
   static std::mutex mu;
-  static KernelInfo info[64];
-  static bool ready[64] = {};
+  static std::map<std::tuple<const void*, int, int, size_t>, KernelInfo> infos;
+  static std::map<std::pair<const void*, int>, size_t> limits;
   int dev = 0;
   GS_TILE_CHECK(cudaGetDevice(&dev));
-  if (dev < 0 || dev >= 64) dev = 63;
+  const void* key = reinterpret_cast<const void*>(kernel);
   std::lock_guard<std::mutex> lock(mu);
-  if (!ready[dev]) {
-    if (smem > 48 * 1024)
-      GS_TILE_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem)));
-    cudaFuncAttributes attr;
-    GS_TILE_CHECK(cudaFuncGetAttributes(&attr, kernel));
-    info[dev].binary_version = attr.binaryVersion;
-    int n = 0;
-    GS_TILE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem));
-    info[dev].blocks_per_sm = n < 1 ? 1 : n;
-    ready[dev] = true;
+  auto it = infos.find({key, dev, threads, smem});
+  if (it != infos.end()) return it->second;
+  size_t& limit = limits.try_emplace({key, dev}, size_t(48 * 1024)).first->second;
+  if (smem > limit) {
+    GS_TILE_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(smem)));
+    limit = smem;
   }
-  return info[dev];
+  KernelInfo info;
+  cudaFuncAttributes attr;
+  GS_TILE_CHECK(cudaFuncGetAttributes(&attr, kernel));
+  info.binary_version = attr.binaryVersion;
+  int n = 0;
+  GS_TILE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem));
+  info.blocks_per_sm = n < 1 ? 1 : n;
+  infos.emplace(std::make_tuple(key, dev, threads, smem), info);
+  return info;
 }
 
 // Launches `kernel` on `stream` with a cluster of `cluster_z` blocks along z when cluster_z > 1

@@ -142,6 +142,11 @@ struct Csr {
   }
 };
 
+static CsrView no_val(CsrView v) {
+  v.val = nullptr;
+  return v;
+}
+
 static Csr make_matrix(int64_t M, int64_t K, double density, uint64_t seed) {
   Csr A;
   A.M = M;
@@ -572,8 +577,7 @@ static CaseResult run_spmm(Libs& L, Timer& tm, const Csr& A, const gc::TileCache
   }
   if (o.sparse_ours) {
     auto f = [&] {
-      gc::spmm(DType::f32, IType::i32, Reduce::sum, A.rowptr, A.col, A.val, X, Y, nullptr, A.M, A.K, N,
-                 A.nnz, 0, -1);
+      gc::spmm(SpmmArgs{A.view(), DType::f32, Reduce::sum, X, Y, nullptr, N}, 0);
     };
     f();
     CK(cudaDeviceSynchronize());
@@ -673,7 +677,7 @@ static CaseResult run_sddmm(Libs& L, Timer& tm, const Csr& A, const gc::TileCach
   }
   if (o.sparse_ours) {
     auto f = [&] {
-      gc::sddmm(DType::f32, IType::i32, SddmmOp::dot, A.rowptr, A.col, X, Yd, E, A.M, A.K, A.nnz, 1, F, 0);
+      gc::sddmm(SddmmArgs{no_val(A.view()), DType::f32, SddmmOp::dot, X, Yd, E, 1, F}, 0);
     };
     f();
     CK(cudaDeviceSynchronize());
@@ -822,8 +826,8 @@ static CaseResult run_fused(Libs& L, Timer& tm, const Csr& A, const gc::TileCach
   }
   if (o.sparse_ours) {
     auto f = [&] {
-      gc::fusedmm(DType::f32, IType::i32, SddmmOp::dot, EdgeFn::none, 0.2, A.rowptr, A.col, nullptr, X, Yd, Z, O,
-                    nullptr, A.M, A.K, A.nnz, 1, N, N, 0, -1);
+      gc::fusedmm(FusedArgs{no_val(A.view()), DType::f32, SddmmOp::dot, EdgeFn::none, 0.2, X, Yd, Z, O, nullptr,
+                            1, N, N}, 0);
     };
     cr.sparse_us = tm.median_us(f);
     csv_row("fused", A.M, A.K, dens, N, A.nnz, "sparse_ours", cr.sparse_us, 0);
@@ -922,12 +926,23 @@ static void run_grid(Libs& L, Timer& tm, const Opts& o, bool quick, double max_m
            (long long)c.K, c.d, (long long)b.A.nnz, gc::tile_cache_bytes(c.M, c.K) / 1e6,
            (b.A.nnz * 8.0 + (c.M + 1) * 4.0) / 1e6, b.build_us);
     for (int64_t N : {32, 128}) {
-      if (o.spmm) {
+      // one failing case is reported and counted; the run goes on with the next
+      auto guarded = [&](const char* op, auto&& fn) {
+        try {
+          fn();
+        } catch (const std::exception& e) {
+          ++g_fail;
+          printf("CHECK FAILED %s M=%lld K=%lld N=%lld: exception: %s\n", op, (long long)c.M, (long long)c.K,
+                 (long long)N, e.what());
+          cudaGetLastError();
+        }
+      };
+      if (o.spmm) guarded("spmm", [&] {
         const CaseResult r = run_spmm(L, tm, b.A, b.tc, b.smp, N, c.d, Ad, Ad16, o, true);
         build_ratio.add(b.build_us / r.tile_us[0]);
-      }
-      if (o.sddmm) run_sddmm(L, tm, b.A, b.tc, b.smp, N, c.d, o, true);
-      if (o.fused) run_fused(L, tm, b.A, b.tc, b.smp, N, c.d, o, true);
+      });
+      if (o.sddmm) guarded("sddmm", [&] { run_sddmm(L, tm, b.A, b.tc, b.smp, N, c.d, o, true); });
+      if (o.fused) guarded("fused", [&] { run_fused(L, tm, b.A, b.tc, b.smp, N, c.d, o, true); });
     }
     cudaFree(Ad);
     cudaFree(Ad16);
@@ -1085,9 +1100,18 @@ int main(int argc, char** argv) {
          gc::prefer_tiles(gc::TileOp::spmm, 4096, 4096, 1677722, 128, Precision::fp32) ? "tiles" : "sparse",
          gc::tile_crossover_density(gc::TileOp::spmm, 32, Precision::fp32),
          gc::tile_crossover_density(gc::TileOp::spmm, 128, Precision::fp32));
-  if (ceiling) run_ceiling(tm);
-  if (grid) run_grid(L, tm, o, quick, max_mk);
-  if (sweep) run_sweep(L, tm);
+  auto guarded = [&](const char* what, auto&& fn) {
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      ++g_fail;
+      printf("CHECK FAILED %s: exception: %s\n", what, e.what());
+      cudaGetLastError();
+    }
+  };
+  if (ceiling) guarded("ceiling", [&] { run_ceiling(tm); });
+  if (grid) guarded("grid", [&] { run_grid(L, tm, o, quick, max_mk); });
+  if (sweep) guarded("sweep", [&] { run_sweep(L, tm); });
   printf("\ngeomean ratios (reference time / tiles time; > 1 = tiles faster):\n");
   for (auto& kv : g_geo) printf("  %-52s x%6.2f over %d cases\n", kv.first.c_str(), kv.second.get(), kv.second.n);
   printf("max error relative to max|fp64 reference| on sampled rows:\n");
