@@ -261,3 +261,25 @@ def test_numpy_fast_path_without_poison(rng, monkeypatch):
     np.testing.assert_allclose(gs.spmm(A, X), ref.spmm(A, X), **TOL[np.float32])
     Y, arg = gs.spmm(A, X, "min", return_arg=True)
     np.testing.assert_array_equal(arg, ref.spmm(A, X, "min", return_arg=True)[1])
+
+
+def test_usm_outputs_are_never_shared_while_alive(rng):
+    # outputs come from a pool of USM blocks: a block is reused only after every array over it is gone
+    import dpnp
+
+    A = random_csr(rng, 40, 30)
+    X = rng.standard_normal((30, 8)).astype(np.float32)
+    Xd = dpnp.asarray(X)
+    kept = [gs.spmm(A, Xd * float(i)) for i in range(6)]  # more than the pool keeps per size
+    view = kept[0][1:]  # a view keeps its block alive too
+    del kept[0]
+    for i, Y in enumerate(kept, start=1):
+        np.testing.assert_allclose(dpnp.asnumpy(Y), i * ref.spmm(A, X), rtol=1e-4, atol=1e-4)
+    from gnnsparse._sycl_backend import _POOL
+
+    del kept
+    held = _POOL.held
+    for _ in range(3):  # blocks of dropped outputs are reused (the pool does not grow); the view's is not
+        np.testing.assert_allclose(dpnp.asnumpy(gs.spmm(A, Xd * 7.0)), 7 * ref.spmm(A, X), rtol=1e-4, atol=1e-4)
+    assert _POOL.held == held
+    np.testing.assert_allclose(dpnp.asnumpy(view), 0 * ref.spmm(A, X)[1:], atol=1e-6)

@@ -234,8 +234,7 @@ class _Call:
         if self.usm is False:
             out = np.empty(shape, dtype)
         else:
-            out = _dpnp().empty(shape, dtype=dtype, usm_type="device" if self.usm else "shared",
-                                sycl_queue=self.queue)
+            out = _POOL.empty(self.queue, shape, dtype, "device" if self.usm else "shared")
         if _POISON:
             fill = np.nan if np.dtype(dtype).kind == "f" else np.iinfo(dtype).max // 3
             out.fill(fill)
@@ -253,6 +252,47 @@ class _Call:
         return outs
 
 
+class _UsmPool:
+    """Output allocations for USM calls, reused once every array viewing them is gone.
+
+    A USM allocation costs tens of microseconds on the OpenCL CPU runtime (dpnp.empty: ~35 µs),
+    more than a small kernel. Outputs are therefore usm_ndarrays over pooled dpctl.memory blocks: a
+    block is free again when the pool holds the only reference to it (every dpnp array or view over
+    it has been dropped). Reuse is ordered like any other write: the next kernel on the queue waits
+    for every event submitted before it (SequentialOrderManager), readers of the old array included.
+    At most `per_size` blocks are kept per (queue, kind, size) and `max_bytes` in all; beyond that,
+    blocks are simply allocated and freed as dpnp would.
+    """
+
+    def __init__(self, per_size=4, max_bytes=256 << 20):
+        self.blocks: dict = {}
+        self.per_size, self.max_bytes, self.held = per_size, max_bytes, 0
+
+    def empty(self, queue, shape, dtype, usm_type):
+        import sys
+
+        from dpnp.tensor import usm_ndarray
+
+        dtype = np.dtype(dtype)
+        nbytes = max(1, dtype.itemsize * int(np.prod(shape, dtype=np.int64)))
+        key = (queue, usm_type, nbytes)
+        blocks = self.blocks.setdefault(key, [])
+        mem = None
+        for b in blocks:
+            if sys.getrefcount(b) == 3:  # the list, the loop variable, getrefcount's argument
+                mem = b
+                break
+        if mem is None:
+            import dpctl.memory as dpm
+
+            mem = (dpm.MemoryUSMDevice if usm_type == "device" else dpm.MemoryUSMShared)(nbytes, queue=queue)
+            if len(blocks) < self.per_size and self.held + nbytes <= self.max_bytes:
+                blocks.append(mem)
+                self.held += nbytes
+        return _dpnp().ndarray._create_from_usm_ndarray(usm_ndarray(shape, dtype=dtype, buffer=mem))
+
+
+_POOL = _UsmPool()
 backend = _BACKEND = SyclBackend()
 
 
