@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "bind_ops.hpp"
+#include "cuda_quant_binding.hpp"
 #include "gnnsparse/cuda.hpp"
 
 namespace py = pybind11;
@@ -36,6 +37,7 @@ struct CudaBackend {
 PYBIND11_MODULE(_cuda, m) {
   m.doc() = "gnnsparse CUDA kernels over device addresses (the array layer is the gnnsparse package)";
   gs::bindings::bind_ops<CudaBackend>(m);
+  gs::bindings::bind_quant_cuda(m);
   m.def("device_count", &gs::cuda::device_count, "Number of CUDA devices (0 without a driver or GPU).");
   m.def("device_name", &gs::cuda::device_name, py::arg("device"), "Name of CUDA device `device`.");
 }

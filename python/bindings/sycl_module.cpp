@@ -16,6 +16,7 @@
 #include "dpctl4pybind11.hpp"
 #include "ops.hpp"
 #include "runtime.hpp"
+#include "sycl_quant_binding.hpp"
 
 namespace py = pybind11;
 namespace rt = gnnsparse::sycl_rt;
@@ -54,6 +55,7 @@ PYBIND11_MODULE(_sycl, m) {
   m.doc() = "gnnsparse SYCL backend: run-time compiled kernels on dpctl queues";
   py::module_::import("gnnsparse._core");  // CsrView
   gnnsparse::bindings::bind_ops<SyclBackend>(m);
+  gnnsparse::bindings::bind_quant_sycl(m);
 
   m.def(
       "compile_only",

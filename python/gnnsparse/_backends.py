@@ -60,6 +60,22 @@ class Backend(Protocol):
     def fusedmm(self, A, X, Y, Z, M: int, H: int, F: int, D: int, dtype: int, op: int, edge: int,
                 slope: float, want_edges: bool, precision: int): ...
 
+    # Quantized ops (gnnsparse.quant; contract: include/gnnsparse/quant.hpp). A quantized operand
+    # arrives as (data, scale, bits): data rows x row_bytes (int8, or uint8 packed int4), scale a
+    # 2-element float32 array on the same device. Outputs are float32.
+    def quantize(self, X, rows: int, C: int, bits: int, rounding: int, seed: int):
+        """(data, scale) of X (rows x C float32, prepared)."""
+
+    def dequantize(self, Q, scale, bits: int, rows: int, C: int): ...
+
+    def qspmm(self, A, X, xs, bits: int, C: int, M: int, reduce: int, W, H: int, identity_col: bool,
+              want_arg: bool): ...
+
+    def qsddmm(self, A, X, xs, xbits: int, Y, ys, ybits: int, nnz: int, H: int, F: int, op: int): ...
+
+    def qfusedmm(self, A, X, xs, xbits: int, Y, ys, ybits: int, Z, zs, zbits: int, M: int, H: int, F: int,
+                 D: int, op: int, edge: int, slope: float, want_edges: bool): ...
+
 
 # backend name -> module holding `backend`; array kind -> backend name
 _MODULES = {"sycl": "gnnsparse._sycl_backend", "cuda": "gnnsparse._cuda_backend"}

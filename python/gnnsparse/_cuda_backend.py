@@ -182,6 +182,61 @@ class CudaBackend:
                 run.addr(out), run.addr(E), H, F, D, precision)
         return out, E
 
+    # ------------------------------------------------------------ quantized ops (gnnsparse.quant)
+    def quantize(self, X, rows, C, bits, rounding, seed):
+        run = _run(X)
+        rb = C if bits == 8 else (C + 1) // 2
+        Q = _empty_as(run, (rows, rb), "int8" if bits == 8 else "uint8")
+        scale = _empty_as(run, (2,), "float32")
+        work = _empty_as(run, (_ext.QUANTIZE_WORK,), "float32")
+        _launch(run, _ext.quantize, run.addr(X), rows, C, bits, rounding, seed, run.addr(Q), run.addr(scale),
+                run.addr(work))
+        return Q, scale
+
+    def dequantize(self, Q, scale, bits, rows, C):
+        run = _run(Q)
+        Y = _empty_as(run, (rows, C), "float32")
+        _launch(run, _ext.dequantize, run.addr(Q), run.addr(scale), bits, rows, C, run.addr(Y))
+        return Y
+
+    def qspmm(self, A, X, xs, bits, C, M, reduce, W, H, identity_col, want_arg):
+        run = _run(X)
+        Y = _empty_as(run, (M, C), "float32")
+        arg = _empty_as(run, (M, C), "int64") if want_arg else None
+        _launch(run, _ext.qspmm, A, run.addr(X), run.addr(xs), bits, C, reduce, run.addr(W), H, identity_col,
+                run.addr(Y), run.addr(arg))
+        return Y, arg
+
+    def qsddmm(self, A, X, xs, xbits, Y, ys, ybits, nnz, H, F, op):
+        run = _run(X)
+        E = _empty_as(run, (nnz, H), "float32")
+        _launch(run, _ext.qsddmm, A, op, run.addr(X), run.addr(xs), xbits, run.addr(Y), run.addr(ys), ybits, H, F,
+                run.addr(E))
+        return E
+
+    def qfusedmm(self, A, X, xs, xbits, Y, ys, ybits, Z, zs, zbits, M, H, F, D, op, edge, slope, want_edges):
+        run = _run(X)
+        out = _empty_as(run, (M, H, D), "float32")
+        E = _empty_as(run, (A.nnz, H), "float32") if want_edges else None
+        _launch(run, _ext.qfusedmm, A, op, edge, slope, run.addr(X), run.addr(xs), xbits, run.addr(Y), run.addr(ys),
+                ybits, run.addr(Z), run.addr(zs), zbits, H, F, D, run.addr(out), run.addr(E))
+        return out, E
+
+
+def _empty_as(run, shape, dtype: str):
+    """An output of `dtype` on the run's device (poisoned under GNNSPARSE_POISON: NaN, or 0x55 bytes)."""
+    if isinstance(run, _TorchRun):
+        torch = run.torch
+        out = torch.empty(shape, dtype=getattr(torch, dtype), device=run.device)
+        if _POISON:
+            out.fill_(float("nan") if out.is_floating_point() else (2**62 if dtype == "int64" else 0x55))
+        return out
+    with run.guard:
+        out = run.cp.empty(shape, dtype=dtype)
+        if _POISON:
+            out.fill(np.nan if out.dtype.kind == "f" else (2**62 if dtype == "int64" else 0x55))
+        return out
+
 
 backend = CudaBackend()
 

@@ -176,6 +176,46 @@ class SyclBackend:
                             0 if E is None else _addr(E), H, F, D, precision)
         return c.finish(ev, A, out, E)
 
+    # ------------------------------------------------------------ quantized ops (gnnsparse.quant)
+    def quantize(self, X, rows, C, bits, rounding, seed):
+        c = _Call(self, X)
+        rb = C if bits == 8 else (C + 1) // 2
+        Q = c.empty((rows, rb), np.int8 if bits == 8 else np.uint8)
+        scale = c.empty((2,), np.float32)
+        work = c.empty((_ext().QUANTIZE_WORK,), np.float32)
+        ev = _ext().quantize(c.exec(), c.addr(X), rows, C, bits, rounding, seed, _addr(Q), _addr(scale), _addr(work))
+        Q, scale, _ = c.finish(ev, None, Q, scale, work)
+        return Q, scale
+
+    def dequantize(self, Q, scale, bits, rows, C):
+        c = _Call(self, Q)
+        Y = c.empty((rows, C), np.float32)
+        ev = _ext().dequantize(c.exec(), c.addr(Q), c.addr(scale), bits, rows, C, _addr(Y))
+        return c.finish(ev, None, Y)[0]
+
+    def qspmm(self, A, X, xs, bits, C, M, reduce, W, H, identity_col, want_arg):
+        c = _Call(self, X)
+        Y = c.empty((M, C), np.float32)
+        arg = c.empty((M, C), np.int64) if want_arg else None
+        ev = _ext().qspmm(c.exec(), A, c.addr(X), c.addr(xs), bits, C, reduce, 0 if W is None else c.addr(W), H,
+                          identity_col, _addr(Y), 0 if arg is None else _addr(arg))
+        return c.finish(ev, A, Y, arg)
+
+    def qsddmm(self, A, X, xs, xbits, Y, ys, ybits, nnz, H, F, op):
+        c = _Call(self, X)
+        E = c.empty((nnz, H), np.float32)
+        ev = _ext().qsddmm(c.exec(), A, op, c.addr(X), c.addr(xs), xbits, c.addr(Y), c.addr(ys), ybits, H, F,
+                           _addr(E))
+        return c.finish(ev, A, E)[0]
+
+    def qfusedmm(self, A, X, xs, xbits, Y, ys, ybits, Z, zs, zbits, M, H, F, D, op, edge, slope, want_edges):
+        c = _Call(self, X)
+        out = c.empty((M, H, D), np.float32)
+        E = c.empty((A.nnz, H), np.float32) if want_edges else None
+        ev = _ext().qfusedmm(c.exec(), A, op, edge, slope, c.addr(X), c.addr(xs), xbits, c.addr(Y), c.addr(ys), ybits,
+                             c.addr(Z), c.addr(zs), zbits, H, F, D, _addr(out), 0 if E is None else _addr(E))
+        return c.finish(ev, A, out, E)
+
 
 _address = _core.address
 

@@ -1,0 +1,22 @@
+// gnnsparse CUDA backend, quantized ops: C++ entry points over raw device pointers. Arguments are
+// the structs of gnnsparse/quant.hpp, semantics its contract; conventions (streams, errors, no
+// synchronization, no atomics) those of gnnsparse/cuda.hpp.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include "gnnsparse/quant.hpp"
+
+namespace gnnsparse::cuda {
+
+// Q, scale from X (three launches: absmax partials into a.work, the scale, the quantization).
+void quantize(const QuantizeArgs& a, cudaStream_t stream);
+// Y = s * q (float32).
+void dequantize(const DequantizeArgs& a, cudaStream_t stream);
+// Quantized SpMM, incidence SpMM (identity_col) and multi-head aggregation (W).
+void qspmm(const QSpmmArgs& a, cudaStream_t stream);
+// Quantized SDDMM dot / add.
+void qsddmm(const QSddmmArgs& a, cudaStream_t stream);
+// Quantized FusedMM.
+void qfusedmm(const QFusedArgs& a, cudaStream_t stream);
+
+}  // namespace gnnsparse::cuda

@@ -1,0 +1,106 @@
+// The quantized-op functions every backend module (_cuda, _sycl) exports, in one shape (like
+// bind_ops.hpp; contract and argument structs: gnnsparse/quant.hpp):
+//
+//   quantize  (exec, X, rows, C, bits, rounding, seed, Q, scale, work)
+//   dequantize(exec, Q, scale, bits, rows, C, Y)
+//   qspmm     (exec, A, X, x_scale, x_bits, C, reduce, W, H, identity_col, Y, arg)
+//   qsddmm    (exec, A, op, X, x_scale, x_bits, Y, y_scale, y_bits, H, F, E)
+//   qfusedmm  (exec, A, op, edge, slope, X, x_scale, x_bits, Y, y_scale, y_bits,
+//              Z, z_scale, z_bits, H, F, D, out, E)
+//
+// exec is the backend's execution handle (CUDA: the stream as an int; SYCL: (queue, [events]));
+// A is a gnnsparse._core.CsrView; codes are those of gnnsparse/ops.hpp (reduce, op, edge) and
+// quant.hpp (rounding); arrays are device addresses as ints (0 = absent); a quantized operand is
+// (data address, scale address, bits) with its feature count implied by the op (qspmm: C;
+// qsddmm / qfusedmm: H * F for dot, H for add; Z: H * D). Validated by the Python layer
+// (gnnsparse.quant), the only caller. QUANTIZE_WORK: floats of `work` quantize needs.
+#pragma once
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+
+#include "bind_ops.hpp"
+#include "gnnsparse/quant.hpp"
+
+namespace gnnsparse::bindings {
+
+inline QView qview(addr data, addr scale, int bits, std::int64_t C) {
+  return QView{cptr(data), reinterpret_cast<const float *>(scale), bits, C};
+}
+
+// Backend: `using Exec = ...;` and static quantize / dequantize / qspmm / qsddmm / qfusedmm
+// (Exec&, const XxxArgs&) that release the GIL around the launch.
+template <class Backend>
+void bind_quant(py::module_ &m) {
+  using Exec = typename Backend::Exec;
+  m.attr("QUANTIZE_WORK") = kQuantizeWork;
+  m.def(
+      "quantize",
+      [](Exec exec, addr X, std::int64_t rows, std::int64_t C, int bits, int rounding, std::uint64_t seed, addr Q,
+         addr scale, addr work) {
+        const QuantizeArgs a{static_cast<const float *>(cptr(X)), rows, C, bits, Rounding(rounding), seed, mptr(Q),
+                             static_cast<float *>(mptr(scale)), static_cast<float *>(mptr(work))};
+        return Backend::quantize(exec, a);
+      },
+      py::arg("exec"), py::arg("X"), py::arg("rows"), py::arg("C"), py::arg("bits"), py::arg("rounding"),
+      py::arg("seed"), py::arg("Q"), py::arg("scale"), py::arg("work"));
+  m.def(
+      "dequantize",
+      [](Exec exec, addr Q, addr scale, int bits, std::int64_t rows, std::int64_t C, addr Y) {
+        const DequantizeArgs a{qview(Q, scale, bits, C), rows, static_cast<float *>(mptr(Y))};
+        return Backend::dequantize(exec, a);
+      },
+      py::arg("exec"), py::arg("Q"), py::arg("scale"), py::arg("bits"), py::arg("rows"), py::arg("C"), py::arg("Y"));
+  m.def(
+      "qspmm",
+      [](Exec exec, const CsrView &A, addr X, addr xs, int xbits, std::int64_t C, int reduce, addr W, std::int64_t H,
+         bool identity_col, addr Y, addr arg) {
+        const QSpmmArgs a{A,
+                          qview(X, xs, xbits, C),
+                          Reduce(reduce),
+                          static_cast<const float *>(cptr(W)),
+                          H,
+                          identity_col,
+                          static_cast<float *>(mptr(Y)),
+                          static_cast<std::int64_t *>(mptr(arg))};
+        return Backend::qspmm(exec, a);
+      },
+      py::arg("exec"), py::arg("A"), py::arg("X"), py::arg("x_scale"), py::arg("x_bits"), py::arg("C"),
+      py::arg("reduce"), py::arg("W"), py::arg("H"), py::arg("identity_col"), py::arg("Y"), py::arg("arg"));
+  m.def(
+      "qsddmm",
+      [](Exec exec, const CsrView &A, int op, addr X, addr xs, int xbits, addr Y, addr ys, int ybits, std::int64_t H,
+         std::int64_t F, addr E) {
+        const std::int64_t C = SddmmOp(op) == SddmmOp::add ? H : H * F;
+        const QSddmmArgs a{A, SddmmOp(op), qview(X, xs, xbits, C), qview(Y, ys, ybits, C), H, F,
+                           static_cast<float *>(mptr(E))};
+        return Backend::qsddmm(exec, a);
+      },
+      py::arg("exec"), py::arg("A"), py::arg("op"), py::arg("X"), py::arg("x_scale"), py::arg("x_bits"),
+      py::arg("Y"), py::arg("y_scale"), py::arg("y_bits"), py::arg("H"), py::arg("F"), py::arg("E"));
+  m.def(
+      "qfusedmm",
+      [](Exec exec, const CsrView &A, int op, int edge, double slope, addr X, addr xs, int xbits, addr Y, addr ys,
+         int ybits, addr Z, addr zs, int zbits, std::int64_t H, std::int64_t F, std::int64_t D, addr out, addr E) {
+        const std::int64_t C = SddmmOp(op) == SddmmOp::add ? H : H * F;
+        const QFusedArgs a{A,
+                           SddmmOp(op),
+                           EdgeFn(edge),
+                           slope,
+                           qview(X, xs, xbits, C),
+                           qview(Y, ys, ybits, C),
+                           qview(Z, zs, zbits, H * D),
+                           H,
+                           F,
+                           D,
+                           static_cast<float *>(mptr(out)),
+                           static_cast<float *>(mptr(E))};
+        return Backend::qfusedmm(exec, a);
+      },
+      py::arg("exec"), py::arg("A"), py::arg("op"), py::arg("edge"), py::arg("slope"), py::arg("X"),
+      py::arg("x_scale"), py::arg("x_bits"), py::arg("Y"), py::arg("y_scale"), py::arg("y_bits"), py::arg("Z"),
+      py::arg("z_scale"), py::arg("z_bits"), py::arg("H"), py::arg("F"), py::arg("D"), py::arg("out"),
+      py::arg("E"));
+}
+
+}  // namespace gnnsparse::bindings

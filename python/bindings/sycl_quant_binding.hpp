@@ -1,0 +1,54 @@
+// The quantized ops in gnnsparse._sycl: bind_quant.hpp's functions over sycl/quant_ops.hpp. exec
+// is (dpctl.SyclQueue, [dpctl.SyclEvent, ...]); each returns the dpctl.SyclEvent of its last
+// submission. Compile errors and SYCL errors become RuntimeError with their text, as in
+// sycl_module.cpp. sycl_module.cpp calls bind_quant_sycl(m).
+#pragma once
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <sycl/sycl.hpp>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bind_quant.hpp"
+#include "dpctl4pybind11.hpp"
+#include "quant_ops.hpp"
+#include "runtime.hpp"
+
+namespace gnnsparse::bindings {
+
+struct SyclQuantBackend {
+  using Exec = std::pair<sycl::queue, std::vector<sycl::event>>;
+  template <typename F>
+  static sycl::event run(F &&f) {
+    try {
+      py::gil_scoped_release nogil;
+      return f();
+    } catch (sycl_rt::CompileError &e) {
+      throw std::runtime_error(e.what());
+    } catch (sycl::exception &e) {
+      throw std::runtime_error(std::string("SYCL error: ") + e.what());
+    }
+  }
+  static sycl::event quantize(Exec &x, const QuantizeArgs &a) {
+    return run([&] { return sycl_rt::quantize(x.first, a, x.second); });
+  }
+  static sycl::event dequantize(Exec &x, const DequantizeArgs &a) {
+    return run([&] { return sycl_rt::dequantize(x.first, a, x.second); });
+  }
+  static sycl::event qspmm(Exec &x, const QSpmmArgs &a) {
+    return run([&] { return sycl_rt::qspmm(x.first, a, x.second); });
+  }
+  static sycl::event qsddmm(Exec &x, const QSddmmArgs &a) {
+    return run([&] { return sycl_rt::qsddmm(x.first, a, x.second); });
+  }
+  static sycl::event qfusedmm(Exec &x, const QFusedArgs &a) {
+    return run([&] { return sycl_rt::qfusedmm(x.first, a, x.second); });
+  }
+};
+
+inline void bind_quant_sycl(py::module_ &m) { bind_quant<SyclQuantBackend>(m); }
+
+}  // namespace gnnsparse::bindings

@@ -1,0 +1,118 @@
+"""Quantized GEMM for the linear layers, through a maintained integer GEMM: torch._int_mm (int8
+tensor cores via cuBLASLt on CUDA; oneDNN on the CPU), int32 accumulation, the product of the
+two per-tensor scales applied to the int32 result in one elementwise pass.
+
+torch._int_mm on CUDA needs M > 16 rows and K, N multiples of 8, and is fast only with the second
+operand column-major: the weight is kept as W^T (N x K, row-major, as torch.nn.Linear stores it)
+and passed as its transposed view. Shapes that miss the constraints are zero-padded (zeros add
+nothing to the integer products). int32 overflow guard: K * qmax_A * qmax_B <= 2^31 - 1
+(K <= 133,143 for int8); longer K is split into chunks whose int32 products are summed in int64.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _arrays
+
+
+def _qt():
+    from . import QTensor, quantize
+
+    return QTensor, quantize
+
+
+_MIX = 0x9E3779B97F4A7C15  # a second seed for the second operand (independent rounding)
+
+
+def matmul(A, B, bits: int = 8, *, stochastic: bool = True, seed=None):
+    """A @ B (A: M x K, B: K x N, float) in integer arithmetic: A and B^T quantized per tensor
+    (bits 8 or 4; 4-bit values run in int8 containers: no int4 tensor cores on Hopper), then
+    linear(). Returns float32 (M, N) in A's framework. A or B may already be QTensors (B then
+    must be the quantized B^T, N x K)."""
+    QTensor, quantize = _qt()
+    if seed is None and stochastic:
+        import secrets
+
+        seed = secrets.randbits(64)
+    QA = A if isinstance(A, QTensor) else quantize(A, bits, stochastic, seed, check=False)
+    if isinstance(B, QTensor):
+        QBt = B
+    else:
+        if len(_arrays.shape_of(B)) != 2:
+            raise ValueError(f"matmul takes 2-D operands, B has shape {_arrays.shape_of(B)}")
+        QBt = quantize(B.T, bits, stochastic, None if seed is None else (int(seed) ^ _MIX), check=False)
+    return linear(QA, QBt)
+
+
+def linear(QX, QW):
+    """Y = dequantize(QX) @ dequantize(QW)^T computed as s_X s_W (q_X @ q_W^T) with exact int32
+    (int64 across K chunks) accumulation; QX: M x K, QW: N x K (torch.nn.Linear's weight layout).
+    float32 (M, N) in QX's framework."""
+    QTensor, _ = _qt()
+    if not isinstance(QX, QTensor) or not isinstance(QW, QTensor):
+        raise TypeError("linear takes two QTensors")
+    if len(QX.shape) != 2 or len(QW.shape) != 2:
+        raise ValueError(f"linear takes 2-D operands, got {QX.shape} and {QW.shape}")
+    M, K = QX.shape
+    N, K2 = QW.shape
+    if K != K2:
+        raise ValueError(f"inner dimensions differ: X is {QX.shape}, W is {QW.shape} (W must be N x K)")
+    if QX.kind != QW.kind:
+        raise ValueError(f"X lives on {QX.kind} but W on {QW.kind}; put them on one device")
+    kmax = (2**31 - 1) // (QX.qmax * QW.qmax)
+    a8, w8 = QX.int8(), QW.int8()
+    if _arrays.is_torch(a8):
+        return _torch_linear(a8, w8, QX.scale, QW.scale, kmax)
+    if _arrays.kind(a8) == "cuda":  # CuPy: exact integer matmul in int32 / int64 (no int8 GEMM exposed)
+        import cupy as cp
+
+        acc = cp.matmul(a8.astype(cp.int64), w8.astype(cp.int64).T)
+        return (acc.astype(cp.float64) * (QX.scale[:1].astype(cp.float64) * QW.scale[:1])).astype(cp.float32)
+    a8, w8 = _arrays.to_numpy(a8), _arrays.to_numpy(w8)
+    sx, sw = _arrays.to_numpy(QX.scale)[:1], _arrays.to_numpy(QW.scale)[:1]
+    try:
+        import torch
+    except ImportError:  # no torch: exact integer matmul in NumPy (no BLAS for integers: slow)
+        acc = a8.astype(np.int64) @ w8.astype(np.int64).T
+        return (acc * (sx * sw).astype(np.float32)).astype(np.float32)
+    Y = _torch_linear(torch.from_numpy(np.ascontiguousarray(a8)), torch.from_numpy(np.ascontiguousarray(w8)),
+                      torch.from_numpy(sx), torch.from_numpy(sw), kmax)
+    return Y.numpy()
+
+
+def _pad(t, rows=None, cols=None):
+    import torch.nn.functional as F
+
+    r = 0 if rows is None else rows - t.shape[0]
+    c = 0 if cols is None else cols - t.shape[1]
+    return F.pad(t, (0, c, 0, r)) if (r or c) else t
+
+
+def _round_up(x, m):
+    return (x + m - 1) // m * m
+
+
+def _torch_linear(a8, w8, sx, sw, kmax):
+    import torch
+
+    M, K = a8.shape
+    N = w8.shape[0]
+    cuda = a8.is_cuda
+    if cuda:  # cuBLASLt int8 constraints: M > 16, K % 8 == 0, N % 8 == 0
+        Mp, Kp, Np = max(M, 17), _round_up(K, 8), _round_up(N, 8)
+        a8 = _pad(a8, Mp, Kp)
+        w8 = _pad(w8, Np, Kp)
+        K = Kp
+    a8, w8 = a8.contiguous(), w8.contiguous()
+    s = (sx[:1] * sw[:1]).to(torch.float32)
+    if K <= kmax:
+        acc = torch._int_mm(a8, w8.t())
+    else:
+        chunk = kmax // 8 * 8
+        acc = torch.zeros(a8.shape[0], w8.shape[0], dtype=torch.int64, device=a8.device)
+        for k0 in range(0, K, chunk):
+            acc += torch._int_mm(a8[:, k0:k0 + chunk].contiguous(), w8[:, k0:k0 + chunk].contiguous().t())
+    Y = torch.mul(acc, s)
+    if Y.dtype != torch.float32:
+        Y = Y.to(torch.float32)
+    return Y[:M, :N] if Y.shape != (M, N) else Y

@@ -1,0 +1,49 @@
+"""Tango's quantization error metric (SC'23, eq. 4) and its bit-width rule.
+
+    Error_X = (1/N) sum_i |X_i - X_i,q| / (|X_i| + |X_i,q| + eps),  eps = 0.0005
+
+a relative error in [0, 1) comparable across tensors. Tango evaluates it on the output of the first
+GNN layer during the first epoch and picks the smallest bit width with Error_X < 0.3.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _arrays
+
+EPS = 5e-4
+THRESHOLD = 0.3
+
+
+def error_x(X, Q=None, *, bits: int = 8, eps: float = EPS, seed=None) -> float:
+    """Error_X of X against its quantized version Q (quantized here with `bits`, stochastic
+    rounding and `seed` when Q is None). Computed in float64 in X's framework; returns a float."""
+    from . import dequantize, quantize
+
+    if Q is None:
+        Q = quantize(X, bits, True, seed, check=False)
+    Xq = dequantize(Q)
+    if _arrays.is_torch(X):
+        import torch
+
+        x = X.detach().to(torch.float64).reshape(-1)
+        xq = Xq.detach().to(torch.float64).reshape(-1)
+        if x.numel() == 0:
+            return 0.0
+        return float(((x - xq).abs() / (x.abs() + xq.abs() + eps)).mean())
+    x = np.asarray(_arrays.to_numpy(X), np.float64).reshape(-1)
+    xq = np.asarray(_arrays.to_numpy(Xq), np.float64).reshape(-1)
+    if x.size == 0:
+        return 0.0
+    return float(np.mean(np.abs(x - xq) / (np.abs(x) + np.abs(xq) + eps)))
+
+
+def select_bits(X, candidates=(4, 8), threshold: float = THRESHOLD, *, eps: float = EPS, seed=None):
+    """(bits, {bits: Error_X}): the smallest candidate width whose Error_X on X is below
+    `threshold`, or None when none is (keep the layer in float32)."""
+    errors = {}
+    for b in sorted(candidates):
+        errors[b] = error_x(X, bits=b, eps=eps, seed=seed)
+        if errors[b] < threshold:
+            return b, errors
+    return None, errors

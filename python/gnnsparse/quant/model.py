@@ -1,0 +1,136 @@
+"""NumPy model of the quantizer (the oracle the tests compare every backend with, bit for bit).
+
+The element-level definition is sycl/kernels/quant_math.hpp (shared by the CUDA, SYCL and ESIMD
+kernels); this module computes the same arithmetic in NumPy float32 / uint32, vectorized:
+
+    absmax = max |x|  (NaN if any element is NaN or +-inf)
+    s = absmax / qmax, inv = qmax / absmax  (both 0 for absmax = 0; s NaN, inv 0 when not finite)
+    v = x * inv
+    nearest:    q = rint(v)
+    stochastic: q = floor(v) + (u < v - floor(v)),  u = (w >> 8) * 2^-24
+    q = clip(q, -qmax, qmax)
+
+w is word e % 4 of Philox4x32-10(counter = (e // 4 lo, e // 4 hi, 0, 0), key = (seed lo, seed hi)).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+_M0, _M1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
+_W0, _W1 = 0x9E3779B9, 0xBB67AE85
+_MASK = np.uint64(0xFFFFFFFF)
+
+
+def qmax_of(bits: int) -> int:
+    return (1 << (bits - 1)) - 1
+
+
+def philox4x32_10(c0, c1, c2, c3, k0: int, k1: int):
+    """Philox4x32-10 on arrays of 32-bit counters (any integer dtype), scalar key; returns four
+    uint32 arrays."""
+    c = [np.asarray(x).astype(np.uint64) & _MASK for x in (c0, c1, c2, c3)]
+    k0, k1 = int(k0) & 0xFFFFFFFF, int(k1) & 0xFFFFFFFF
+    for r in range(10):
+        if r:
+            k0 = (k0 + _W0) & 0xFFFFFFFF
+            k1 = (k1 + _W1) & 0xFFFFFFFF
+        p0 = _M0 * c[0]
+        p1 = _M1 * c[2]
+        hi0, lo0 = p0 >> np.uint64(32), p0 & _MASK
+        hi1, lo1 = p1 >> np.uint64(32), p1 & _MASK
+        c = [hi1 ^ c[1] ^ np.uint64(k0), lo1, hi0 ^ c[3] ^ np.uint64(k1), lo0]
+    return [x.astype(np.uint32) for x in c]
+
+
+def element_words(seed: int, n: int) -> np.ndarray:
+    """The random word of every element 0 .. n-1 of a tensor quantized with `seed` (uint32, n)."""
+    g = np.arange((n + 3) // 4, dtype=np.uint64)
+    words = philox4x32_10(g & _MASK, g >> np.uint64(32), np.zeros_like(g), np.zeros_like(g),
+                          seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF)
+    return np.stack(words, axis=1).reshape(-1)[:n]
+
+
+def absmax(x) -> np.float32:
+    x = np.asarray(x, np.float32)
+    if x.size == 0:
+        return np.float32(0)
+    if not np.isfinite(x).all():
+        return np.float32(np.nan)
+    return np.float32(np.abs(x).max())
+
+
+def scales(amax, bits: int):
+    """(s, inv) as float32, from absmax."""
+    q = np.float32(qmax_of(bits))
+    amax = np.float32(amax)
+    if not np.isfinite(amax):
+        return np.float32(np.nan), np.float32(0)
+    if amax == 0:
+        return np.float32(0), np.float32(0)
+    return np.float32(amax / q), np.float32(q / amax)
+
+
+def quantize(x, bits: int = 8, stochastic: bool = True, seed: int = 0, inv=None):
+    """(q as int8 with the logical shape of x, s, inv). `inv` overrides the model's own (to check a
+    backend's quantization given its scale)."""
+    x = np.asarray(x, np.float32)
+    qm = qmax_of(bits)
+    s, inv0 = scales(absmax(x), bits)
+    inv = inv0 if inv is None else np.float32(inv)
+    flat = x.reshape(-1)
+    with np.errstate(invalid="ignore", over="ignore"):
+        v = (flat * inv).astype(np.float32)
+        lim = np.float32(qm + 1)
+        v = np.where((v >= -lim) & (v <= lim), v, np.float32(0)).astype(np.float32)
+    fl = np.floor(v).astype(np.float32)
+    f = (v - fl).astype(np.float32)
+    if stochastic:
+        u = (element_words(seed, flat.size) >> np.uint32(8)).astype(np.float32) * np.float32(2.0 ** -24)
+        q = np.where(u < f, fl + 1, fl)
+    else:
+        q = np.rint(v)
+    q = np.clip(q, -qm, qm).astype(np.int8)
+    return q.reshape(x.shape), s, inv
+
+
+def rows_cols(shape) -> tuple:
+    """(rows, C) of a quantized tensor's logical shape: the first axis is the row axis, the rest
+    is flattened into C features (a 1-D tensor has C = 1; a 0-d one is one row of one)."""
+    shape = tuple(int(s) for s in shape)
+    if len(shape) == 0:
+        return 1, 1
+    C = 1
+    for s in shape[1:]:
+        C *= s
+    return shape[0], C
+
+
+def pack4(q: np.ndarray) -> np.ndarray:
+    """int4 values (int8 array, any shape) -> packed bytes (rows, (C + 1) // 2) uint8."""
+    R, C = rows_cols(q.shape)
+    q = q.reshape(R, C).astype(np.int16)
+    if C % 2:
+        q = np.concatenate([q, np.zeros((R, 1), np.int16)], axis=1)
+    lo, hi = q[:, 0::2] & 0xF, q[:, 1::2] & 0xF
+    return (lo | (hi << 4)).astype(np.uint8)
+
+
+def unpack4(packed: np.ndarray, shape) -> np.ndarray:
+    """Packed bytes -> int8 values of the logical shape."""
+    R, C = rows_cols(shape)
+    b = np.asarray(packed, np.uint8).reshape(R, -1).astype(np.int16)
+    lo = ((b & 0xF) ^ 8) - 8
+    hi = ((b >> 4) ^ 8) - 8
+    out = np.empty((R, b.shape[1] * 2), np.int16)
+    out[:, 0::2], out[:, 1::2] = lo, hi
+    return out[:, :C].astype(np.int8).reshape(shape)
+
+
+def error_x(x, xq, eps: float = 5e-4) -> float:
+    """Tango's quantization error of a tensor (SC'23, eq. 4):
+    mean over elements of |x - xq| / (|x| + |xq| + eps), in [0, 1), computed in float64."""
+    x = np.asarray(x, np.float64).reshape(-1)
+    xq = np.asarray(xq, np.float64).reshape(-1)
+    if x.size == 0:
+        return 0.0
+    return float(np.mean(np.abs(x - xq) / (np.abs(x) + np.abs(xq) + eps)))

@@ -1,0 +1,184 @@
+// ESIMD quantizer passes (Intel GPUs with aspect::ext_intel_esimd): the absmax partials and the
+// quantization, bit for bit the arithmetic of quant_math.hpp (the scale between them is the
+// portable quant_scale kernel). Same three readers as the other ESIMD kernels (common.hpp): the
+// kernel_compiler, icpx ahead of time, and g++ against the host shim in the tests.
+//
+// absmax: thread t reduces X[t * chunk, (t + 1) * chunk) in register blocks of kQB floats
+//   (block loads; the tail of the chunk element by element) to one partial in work[t]; keys are
+//   |x| and +inf for NaN / +-inf, combined by max (exact in any order).
+// quantize: thread t takes quads [t * NQ, (t + 1) * NQ) (quad g = elements 4g .. 4g + 3): one
+//   block load of 4 NQ floats, Philox4x32-10 on NQ counters at once in simd<uint32_t, NQ>
+//   registers (the 32 x 32 -> 64-bit products as simd<uint64_t, NQ>), words interleaved so
+//   element 4g + t gets word t of quad g, then floor / compare / clamp on the whole block and one
+//   block store of 4 NQ int8 (or 2 NQ packed int4 bytes) at a 16-byte aligned address (the
+//   launcher requires Q 16-byte aligned; thread offsets are multiples of 2 NQ bytes). A last thread with fewer than NQ quads
+//   does them one at a time with the scalar definition. Only the quad layout runs here
+//   (n % 4 == 0 and, for int4, C even); the launcher leaves other shapes to the portable kernel.
+#pragma once
+#if __has_include("esimd/common.hpp")
+#include "esimd/common.hpp"
+#include "quant_math.hpp"
+#else
+#include "common.hpp"
+#include "../quant_math.hpp"
+#endif
+
+#ifdef GNNSPARSE_ESIMD_HOST_SHIM
+#include "esimd_shim_quant.hpp"
+#endif
+
+namespace gnnsparse::esimd {
+
+inline constexpr int kQB = 64;  // floats per absmax register block
+
+template <int N>
+GNNSPARSE_ESIMD_FN simd<float, N> absmax_keys(simd<float, N> x) {
+  simd<float, N> a = xe::abs<float, N>(x);
+  const simd_mask<N> finite = a <= std::numeric_limits<float>::max();
+  simd<float, N> k(std::numeric_limits<float>::infinity());
+  k.merge(a, finite);
+  return k;
+}
+
+GNNSPARSE_ESIMD_FN void absmax_thread(i64 t, const float *X, i64 n, i64 chunk, float *work) {
+  const i64 lo = t * chunk;
+  const i64 hi = lo + chunk < n ? lo + chunk : n;
+  simd<float, kQB> acc(0.0f);
+  i64 e = lo;
+  for (; e + kQB <= hi; e += kQB) acc = xe::max<float, kQB>(acc, absmax_keys<kQB>(xe::block_load<float, kQB>(X + e)));
+  float r = xe::hmax<float>(acc);
+  for (; e < hi; ++e) {
+    const float a = X[e] < 0.0f ? -X[e] : X[e];
+    const float k = a <= std::numeric_limits<float>::max() ? a : std::numeric_limits<float>::infinity();
+    r = k > r ? k : r;
+  }
+  work[t] = r;
+}
+
+// a * b as (hi, lo) 32-bit halves, NQ lanes at once.
+template <int NQ>
+GNNSPARSE_ESIMD_FN simd<std::uint32_t, NQ> mulhilo(std::uint32_t a, simd<std::uint32_t, NQ> b,
+                                                   simd<std::uint32_t, NQ> &hi) {
+  const simd<std::uint64_t, NQ> p = xe::convert<std::uint64_t>(b) * std::uint64_t(a);
+  hi = xe::convert<std::uint32_t>(p >> 32);
+  return xe::convert<std::uint32_t>(p & std::uint64_t(0xFFFFFFFFu));
+}
+
+// Philox4x32-10 for the NQ quads g0 .. g0 + NQ - 1 of a tensor quantized with `seed` (as
+// quant::element_words, lane by lane).
+template <int NQ>
+GNNSPARSE_ESIMD_FN void philox_quads(std::uint64_t seed, std::uint64_t g0, simd<std::uint32_t, NQ> (&c)[4]) {
+  const simd<std::uint32_t, NQ> lane(0u, 1u);
+  const simd<std::uint64_t, NQ> g = xe::convert<std::uint64_t>(lane) + g0;
+  c[0] = xe::convert<std::uint32_t>(g & std::uint64_t(0xFFFFFFFFu));
+  c[1] = xe::convert<std::uint32_t>(g >> 32);
+  c[2] = simd<std::uint32_t, NQ>(0u);
+  c[3] = simd<std::uint32_t, NQ>(0u);
+  std::uint32_t k0 = std::uint32_t(seed), k1 = std::uint32_t(seed >> 32);
+  for (int r = 0; r < 10; ++r) {
+    if (r > 0) {
+      k0 += 0x9E3779B9u;
+      k1 += 0xBB67AE85u;
+    }
+    simd<std::uint32_t, NQ> hi0, hi1;
+    const simd<std::uint32_t, NQ> lo0 = mulhilo<NQ>(0xD2511F53u, c[0], hi0);
+    const simd<std::uint32_t, NQ> lo1 = mulhilo<NQ>(0xCD9E8D57u, c[2], hi1);
+    const simd<std::uint32_t, NQ> n0 = hi1 ^ c[1] ^ k0;
+    const simd<std::uint32_t, NQ> n2 = hi0 ^ c[3] ^ k1;
+    c[0] = n0;
+    c[1] = lo1;
+    c[2] = n2;
+    c[3] = lo0;
+  }
+}
+
+// q of N elements (quant::quantize_value lane by lane); w is ignored when !STOCH.
+template <int N, int QMAX, bool STOCH>
+GNNSPARSE_ESIMD_FN simd<int, N> quantize_block(simd<float, N> x, float inv, simd<std::uint32_t, N> w) {
+  simd<float, N> v = x * inv;
+  constexpr float lim = float(QMAX + 1);
+  const simd_mask<N> in = (v >= -lim) & (v <= lim);
+  simd<float, N> vz(0.0f);
+  vz.merge(v, in);
+  const simd<float, N> t = xe::convert<float>(xe::convert<int>(vz));  // truncation toward zero
+  simd<float, N> fl = t;
+  fl.merge(t - 1.0f, t > vz);  // floor
+  const simd<float, N> f = vz - fl;
+  simd<float, N> q = fl;
+  if constexpr (STOCH) {
+    const simd<float, N> u = xe::convert<float>(w >> 8) * 5.9604644775390625e-08f;
+    q.merge(fl + 1.0f, u < f);
+  } else {
+    const simd<int, N> fi = xe::convert<int>(fl);
+    const simd<int, N> odd = fi & 1;
+    q.merge(fl + 1.0f, (f > 0.5f) | ((f == 0.5f) & (odd == 1)));
+  }
+  q.merge(simd<float, N>(float(QMAX)), q > float(QMAX));
+  q.merge(simd<float, N>(-float(QMAX)), q < -float(QMAX));
+  return xe::convert<int>(q);
+}
+
+template <int BITS, bool STOCH, int NQ>
+GNNSPARSE_ESIMD_FN void quantize_thread(i64 t, const float *X, i64 nquads, const float *scale, std::uint64_t seed,
+                                        std::uint8_t *Q) {
+  constexpr int QMAX = quant::qmax_of(BITS);
+  constexpr int NE = 4 * NQ;
+  const float inv = scale[1];
+  const i64 g0 = t * NQ;
+  if (g0 >= nquads) return;
+  if (g0 + NQ <= nquads) {
+    const simd<float, NE> x = xe::block_load<float, NE>(X + 4 * g0);
+    simd<std::uint32_t, NE> w(0u);
+    if constexpr (STOCH) {
+      simd<std::uint32_t, NQ> c[4];
+      philox_quads<NQ>(seed, std::uint64_t(g0), c);
+      GNNSPARSE_UNROLL
+      for (int k = 0; k < 4; ++k) w.template select<NQ, 4>(k) = c[k];
+    }
+    const simd<int, NE> q = quantize_block<NE, QMAX, STOCH>(x, inv, w);
+    if constexpr (BITS == 8) {
+      xe::block_store<std::uint8_t, NE>(Q + 4 * g0, xe::convert<std::uint8_t>(q & 0xFF));
+    } else {
+      const simd<int, NE / 2> lo = q.template select<NE / 2, 2>(0);
+      const simd<int, NE / 2> hi = q.template select<NE / 2, 2>(1);
+      const simd<int, NE / 2> packed = (lo & 0xF) | ((hi & 0xF) << 4);
+      xe::block_store<std::uint8_t, NE / 2>(Q + 2 * g0, xe::convert<std::uint8_t>(packed));
+    }
+    return;
+  }
+  for (i64 g = g0; g < nquads; ++g) {  // the last thread's remainder, one quad at a time
+    const quant::Words4 w = STOCH ? quant::element_words(seed, std::uint64_t(g)) : quant::Words4{{0u, 0u, 0u, 0u}};
+    int q[4];
+    for (int k = 0; k < 4; ++k) q[k] = quant::quantize_value(X[4 * g + k], inv, QMAX, STOCH, w.w[k]);
+    if constexpr (BITS == 8) {
+      for (int k = 0; k < 4; ++k) Q[4 * g + k] = std::uint8_t(q[k] & 0xFF);
+    } else {
+      Q[2 * g] = quant::pack4(q[0], q[1]);
+      Q[2 * g + 1] = quant::pack4(q[2], q[3]);
+    }
+  }
+}
+
+}  // namespace gnnsparse::esimd
+
+#ifndef GNNSPARSE_ESIMD_HOST_SHIM
+namespace gnnsparse::esimd {
+// nd_range: global >= the number of threads (extra ones return), local any.
+template <int DUMMY>
+SYCL_EXTERNAL SYCL_ESIMD_KERNEL
+SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((sycl::ext::oneapi::experimental::nd_range_kernel<1>))
+void quant_absmax(const float *X, std::int64_t n, std::int64_t chunk, std::int64_t nthreads, float *work) {
+  const auto it = sycl::ext::oneapi::this_work_item::get_nd_item<1>();
+  const i64 t = i64(it.get_global_id(0));
+  if (t < nthreads) absmax_thread(t, X, n, chunk, work);
+}
+
+template <int BITS, bool STOCH, int NQ>
+SYCL_EXTERNAL SYCL_ESIMD_KERNEL
+SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((sycl::ext::oneapi::experimental::nd_range_kernel<1>))
+void quantize(const float *X, std::int64_t nquads, const float *scale, std::uint64_t seed, std::uint8_t *Q) {
+  const auto it = sycl::ext::oneapi::this_work_item::get_nd_item<1>();
+  quantize_thread<BITS, STOCH, NQ>(i64(it.get_global_id(0)), X, nquads, scale, seed, Q);
+}
+}  // namespace gnnsparse::esimd
+#endif

@@ -1,0 +1,30 @@
+// SYCL backend entry points of the quantized ops (host code): the argument structs of
+// gnnsparse/quant.hpp, the caller's queue and the events to wait on; each returns the event of its
+// last submission. Kernels: sycl/kernels/quant*.hpp (portable), sycl/kernels/esimd/quantize.hpp
+// (the quantizer on devices with aspect::ext_intel_esimd).
+#pragma once
+#include <sycl/sycl.hpp>
+
+#include <optional>
+#include <vector>
+
+#include "gnnsparse/quant.hpp"
+
+namespace gnnsparse::sycl_rt {
+
+using QDeps = std::vector<sycl::event>;
+
+sycl::event quantize(sycl::queue &q, const QuantizeArgs &a, const QDeps &deps);
+sycl::event dequantize(sycl::queue &q, const DequantizeArgs &a, const QDeps &deps);
+sycl::event qspmm(sycl::queue &q, const QSpmmArgs &a, const QDeps &deps);
+sycl::event qsddmm(sycl::queue &q, const QSddmmArgs &a, const QDeps &deps);
+sycl::event qfusedmm(sycl::queue &q, const QFusedArgs &a, const QDeps &deps);
+
+// The ESIMD passes of quantize (sycl/esimd_quant.cpp): the absmax partials (P threads, chunks of
+// `chunk` elements, into a.work) and the quantization. std::nullopt when the device has no ESIMD
+// or the shape is not covered; the portable kernel runs instead.
+std::optional<sycl::event> esimd_absmax_pass(sycl::queue &q, const QuantizeArgs &a, long P, long chunk,
+                                             const QDeps &deps);
+std::optional<sycl::event> esimd_quantize_pass(sycl::queue &q, const QuantizeArgs &a, const QDeps &deps);
+
+}  // namespace gnnsparse::sycl_rt
