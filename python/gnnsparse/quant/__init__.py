@@ -91,7 +91,7 @@ class QTensor:
 
 
 def _check_bits(bits):
-    if isinstance(bits, bool) or bits not in BITS:
+    if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or bits not in BITS:
         raise ValueError(f"bits must be 4 or 8, got {bits!r}")
     return int(bits)
 
@@ -177,10 +177,10 @@ def _unpack4(data, shape):
     if _arrays.is_torch(data):
         import torch
 
-        b = data.reshape(R, -1).to(torch.int16)
+        b = data.reshape(R, (C + 1) // 2).to(torch.int16)
         lo = ((b & 0xF) ^ 8) - 8
         hi = ((b >> 4) ^ 8) - 8
-        out = torch.stack([lo, hi], dim=-1).reshape(R, -1)[:, :C]
+        out = torch.stack([lo, hi], dim=-1).reshape(R, 2 * ((C + 1) // 2))[:, :C]
         return out.to(torch.int8).reshape(shape)
     return model.unpack4(_arrays.to_numpy(data), shape)
 

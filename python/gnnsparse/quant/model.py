@@ -118,7 +118,7 @@ def pack4(q: np.ndarray) -> np.ndarray:
 def unpack4(packed: np.ndarray, shape) -> np.ndarray:
     """Packed bytes -> int8 values of the logical shape."""
     R, C = rows_cols(shape)
-    b = np.asarray(packed, np.uint8).reshape(R, -1).astype(np.int16)
+    b = np.asarray(packed, np.uint8).reshape(R, (C + 1) // 2).astype(np.int16)
     lo = ((b & 0xF) ^ 8) - 8
     hi = ((b >> 4) ^ 8) - 8
     out = np.empty((R, b.shape[1] * 2), np.int16)

@@ -4,16 +4,17 @@
 // kernel_compiler, icpx ahead of time, and g++ against the host shim in the tests.
 //
 // absmax: thread t reduces X[t * chunk, (t + 1) * chunk) in register blocks of kQB floats
-//   (block loads; the tail of the chunk element by element) to one partial in work[t]; keys are
+//   (block loads; the chunk's tail by masked gathers) to one partial in work[t]; keys are
 //   |x| and +inf for NaN / +-inf, combined by max (exact in any order).
 // quantize: thread t takes quads [t * NQ, (t + 1) * NQ) (quad g = elements 4g .. 4g + 3): one
 //   block load of 4 NQ floats, Philox4x32-10 on NQ counters at once in simd<uint32_t, NQ>
 //   registers (the 32 x 32 -> 64-bit products as simd<uint64_t, NQ>), words interleaved so
 //   element 4g + t gets word t of quad g, then floor / compare / clamp on the whole block and one
 //   block store of 4 NQ int8 (or 2 NQ packed int4 bytes) at a 16-byte aligned address (the
-//   launcher requires Q 16-byte aligned; thread offsets are multiples of 2 NQ bytes). A last thread with fewer than NQ quads
-//   does them one at a time with the scalar definition. Only the quad layout runs here
-//   (n % 4 == 0 and, for int4, C even); the launcher leaves other shapes to the portable kernel.
+//   launcher requires Q 16-byte aligned; thread offsets are multiples of 2 NQ bytes). The last
+//   thread's partial block takes masked 16-lane gathers and scatters instead. Only the quad
+//   layout runs here (n % 4 == 0 and, for int4, C even); the launcher leaves other shapes to the
+//   portable kernel.
 #pragma once
 #if __has_include("esimd/common.hpp")
 #include "esimd/common.hpp"
@@ -46,13 +47,9 @@ GNNSPARSE_ESIMD_FN void absmax_thread(i64 t, const float *X, i64 n, i64 chunk, f
   simd<float, kQB> acc(0.0f);
   i64 e = lo;
   for (; e + kQB <= hi; e += kQB) acc = xe::max<float, kQB>(acc, absmax_keys<kQB>(xe::block_load<float, kQB>(X + e)));
-  float r = xe::hmax<float>(acc);
-  for (; e < hi; ++e) {
-    const float a = X[e] < 0.0f ? -X[e] : X[e];
-    const float k = a <= std::numeric_limits<float>::max() ? a : std::numeric_limits<float>::infinity();
-    r = k > r ? k : r;
-  }
-  work[t] = r;
+  if (e < hi)  // masked lanes read nothing and are 0, which never wins a max of keys
+    acc = xe::max<float, kQB>(acc, absmax_keys<kQB>(load_tile<float, kQB, false>(X + e, hi - e)));
+  store_tile<float, 1, false>(work + t, simd<float, 1>(xe::hmax<float>(acc)), 1);
 }
 
 // a * b as (hi, lo) 32-bit halves, NQ lanes at once.
@@ -121,41 +118,36 @@ GNNSPARSE_ESIMD_FN simd<int, N> quantize_block(simd<float, N> x, float inv, simd
 template <int BITS, bool STOCH, int NQ>
 GNNSPARSE_ESIMD_FN void quantize_thread(i64 t, const float *X, i64 nquads, const float *scale, std::uint64_t seed,
                                         std::uint8_t *Q) {
+  static_assert(BITS == 8 || BITS == 4, "quantize: BITS must be 8 or 4");
+  static_assert(NQ == 4 || NQ == 8 || NQ == 16, "quantize: NQ quads per thread must be 4, 8 or 16");
   constexpr int QMAX = quant::qmax_of(BITS);
   constexpr int NE = 4 * NQ;
   const float inv = scale[1];
   const i64 g0 = t * NQ;
   if (g0 >= nquads) return;
-  if (g0 + NQ <= nquads) {
-    const simd<float, NE> x = xe::block_load<float, NE>(X + 4 * g0);
-    simd<std::uint32_t, NE> w(0u);
-    if constexpr (STOCH) {
-      simd<std::uint32_t, NQ> c[4];
-      philox_quads<NQ>(seed, std::uint64_t(g0), c);
-      GNNSPARSE_UNROLL
-      for (int k = 0; k < 4; ++k) w.template select<NQ, 4>(k) = c[k];
-    }
-    const simd<int, NE> q = quantize_block<NE, QMAX, STOCH>(x, inv, w);
-    if constexpr (BITS == 8) {
-      xe::block_store<std::uint8_t, NE>(Q + 4 * g0, xe::convert<std::uint8_t>(q & 0xFF));
-    } else {
-      const simd<int, NE / 2> lo = q.template select<NE / 2, 2>(0);
-      const simd<int, NE / 2> hi = q.template select<NE / 2, 2>(1);
-      const simd<int, NE / 2> packed = (lo & 0xF) | ((hi & 0xF) << 4);
-      xe::block_store<std::uint8_t, NE / 2>(Q + 2 * g0, xe::convert<std::uint8_t>(packed));
-    }
-    return;
+  const bool full = g0 + NQ <= nquads;
+  const i64 cnt = full ? NQ : nquads - g0;  // quads of this thread
+  // The last thread's partial block: masked 16-lane gathers and scatters (common.hpp), the
+  // same arithmetic on every lane.
+  const simd<float, NE> x = full ? xe::block_load<float, NE>(X + 4 * g0) : load_tile<float, NE, false>(X + 4 * g0, 4 * cnt);
+  simd<std::uint32_t, NE> w(0u);
+  if constexpr (STOCH) {
+    simd<std::uint32_t, NQ> c[4];
+    philox_quads<NQ>(seed, std::uint64_t(g0), c);
+    GNNSPARSE_UNROLL
+    for (int k = 0; k < 4; ++k) w.template select<NQ, 4>(k) = c[k];
   }
-  for (i64 g = g0; g < nquads; ++g) {  // the last thread's remainder, one quad at a time
-    const quant::Words4 w = STOCH ? quant::element_words(seed, std::uint64_t(g)) : quant::Words4{{0u, 0u, 0u, 0u}};
-    int q[4];
-    for (int k = 0; k < 4; ++k) q[k] = quant::quantize_value(X[4 * g + k], inv, QMAX, STOCH, w.w[k]);
-    if constexpr (BITS == 8) {
-      for (int k = 0; k < 4; ++k) Q[4 * g + k] = std::uint8_t(q[k] & 0xFF);
-    } else {
-      Q[2 * g] = quant::pack4(q[0], q[1]);
-      Q[2 * g + 1] = quant::pack4(q[2], q[3]);
-    }
+  simd<int, NE> q = quantize_block<NE, QMAX, STOCH>(x, inv, w);
+  if constexpr (BITS == 8) {
+    const simd<std::uint8_t, NE> b = xe::convert<std::uint8_t>(q & 0xFF);
+    if (full) xe::block_store<std::uint8_t, NE>(Q + 4 * g0, b);
+    else store_tile<std::uint8_t, NE, false>(Q + 4 * g0, b, 4 * cnt);
+  } else {
+    const simd<int, NE / 2> lo = q.template select<NE / 2, 2>(0);
+    const simd<int, NE / 2> hi = q.template select<NE / 2, 2>(1);
+    const simd<std::uint8_t, NE / 2> b = xe::convert<std::uint8_t>((lo & 0xF) | ((hi & 0xF) << 4));
+    if (full) xe::block_store<std::uint8_t, NE / 2>(Q + 2 * g0, b);
+    else store_tile<std::uint8_t, NE / 2, false>(Q + 2 * g0, b, 2 * cnt);
   }
 }
 
