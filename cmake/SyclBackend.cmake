@@ -40,7 +40,7 @@ target_include_directories(gnnsparse_sycl PUBLIC ${PROJECT_SOURCE_DIR}/include $
 # -isystem: the SYCL headers are not ours to warn about
 target_include_directories(gnnsparse_sycl SYSTEM PUBLIC "${SYCL_INCLUDE_DIR}")
 target_compile_definitions(gnnsparse_sycl PUBLIC SYCL_DISABLE_FSYCL_SYCLHPP_WARNING)
-target_link_libraries(gnnsparse_sycl PUBLIC "${SYCL_LIBRARY}")
+target_link_libraries(gnnsparse_sycl PUBLIC "${SYCL_LIBRARY}" ${CMAKE_DL_LIBS})
 
 python_add_library(_sycl MODULE ${PROJECT_SOURCE_DIR}/python/bindings/sycl_module.cpp WITH_SOABI)
 target_include_directories(_sycl SYSTEM PRIVATE "${DPCTL_INCLUDE_DIR}")
@@ -48,6 +48,46 @@ target_link_libraries(_sycl PRIVATE gnnsparse_sycl pybind11::headers)
 # installed as <prefix>/lib/python3.X/site-packages/gnnsparse/_sycl*.so; libsycl.so lives in <prefix>/lib
 set_target_properties(_sycl PROPERTIES INSTALL_RPATH "$ORIGIN/../../..;${SYCL_PREFIX}/lib" BUILD_WITH_INSTALL_RPATH ON)
 install(TARGETS _sycl DESTINATION gnnsparse)
+
+# Build-time SPIR-V of every kernel instance the dispatchers can pick (tools/aot/gnnsparse_aot.cpp),
+# installed as gnnsparse/kernels/*.gnnspv beside the module: a new process loads them without the
+# C++ front end. GNNSPARSE_SYCL_SPIRV: AUTO (ship what the compiler can build here; without an
+# OpenCL device the packs are empty and kernels compile from source at run time), ON (fail the
+# build instead), OFF (ship none).
+set(GNNSPARSE_SYCL_SPIRV "AUTO" CACHE STRING "Compile the SYCL kernels to SPIR-V at build time: AUTO, ON, OFF")
+if(NOT GNNSPARSE_SYCL_SPIRV STREQUAL "OFF")
+  add_executable(gnnsparse_aot ${PROJECT_SOURCE_DIR}/tools/aot/gnnsparse_aot.cpp)
+  target_link_libraries(gnnsparse_aot PRIVATE gnnsparse_sycl ${CMAKE_DL_LIBS})
+  set_target_properties(gnnsparse_aot PROPERTIES BUILD_RPATH "${SYCL_PREFIX}/lib")
+  set(_gs_env "")
+  if(EXISTS "${SYCL_PREFIX}/lib/libintelocl.so")  # the OpenCL CPU device drives the compiler
+    set(_gs_env OCL_ICD_FILENAMES=${SYCL_PREFIX}/lib/libintelocl.so)
+  endif()
+  set(_gs_strict "")
+  if(GNNSPARSE_SYCL_SPIRV STREQUAL "ON")
+    set(_gs_strict --strict)
+  endif()
+  file(GLOB_RECURSE _gs_kernel_headers CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/sycl/kernels/*.hpp)
+  set(_gs_kdir ${CMAKE_CURRENT_BINARY_DIR}/kernels)
+  file(MAKE_DIRECTORY ${_gs_kdir})
+  # three packs of similar compile time, built in parallel
+  set(_gs_packs "")
+  foreach(_group IN ITEMS "spmm|spmm.hpp" "fused_sddmm|fusedmm.hpp;sddmm.hpp"
+                          "esimd|esimd/sddmm.hpp;esimd/spmm.hpp;esimd/fusedmm.hpp")
+    string(REPLACE "|" ";" _group "${_group}")
+    list(POP_FRONT _group _name)
+    add_custom_command(
+      OUTPUT ${_gs_kdir}/${_name}.gnnspv
+      COMMAND ${CMAKE_COMMAND} -E env ${_gs_env} $<TARGET_FILE:gnnsparse_aot> ${_gs_strict} ${_gs_kdir}/${_name}.gnnspv
+              ${_group}
+      DEPENDS gnnsparse_aot ${_gs_kernel_headers} ${PROJECT_SOURCE_DIR}/include/gnnsparse/ops.hpp
+      COMMENT "gnnsparse: SPIR-V of every instance of ${_group}"
+      VERBATIM)
+    list(APPEND _gs_packs ${_gs_kdir}/${_name}.gnnspv)
+  endforeach()
+  add_custom_target(gnnsparse_spirv ALL DEPENDS ${_gs_packs})
+  install(FILES ${_gs_packs} DESTINATION gnnsparse/kernels)
+endif()
 
 if(GNNSPARSE_BENCH AND EXISTS ${PROJECT_SOURCE_DIR}/bench/bench_sycl.cpp)
   add_executable(bench_sycl ${PROJECT_SOURCE_DIR}/bench/bench_sycl.cpp)
