@@ -70,23 +70,50 @@ if(NOT GNNSPARSE_SYCL_SPIRV STREQUAL "OFF")
   file(GLOB_RECURSE _gs_kernel_headers CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/sycl/kernels/*.hpp)
   set(_gs_kdir ${CMAKE_CURRENT_BINARY_DIR}/kernels)
   file(MAKE_DIRECTORY ${_gs_kdir})
-  # three packs of similar compile time, built in parallel
+  # GNNSPARSE_SYCL_PVC=ON: the Intel GPU kernels too -- SPIR-V of every ESIMD instance (about 1 min
+  # of CPU: the ESIMD lowering is slow; 22 MB) and ocloc -device pvc binaries of every instance
+  # (tools/aot/pvc_binaries.sh; about 0.4 s of CPU per instance), installed as
+  # gnnsparse/kernels/pvc.gnnbin and loaded on Level Zero pvc devices. Off by default: only Intel
+  # GPUs use them, and without them those compile ESIMD kernels at run time (and cache them).
+  option(GNNSPARSE_SYCL_PVC "Ship ESIMD SPIR-V and ocloc-built pvc binaries (needs ocloc)" OFF)
+  set(_gs_groups "spmm|spmm.hpp" "fused_sddmm|fusedmm.hpp,sddmm.hpp")  # packs built in parallel
+  if(GNNSPARSE_SYCL_PVC)
+    list(APPEND _gs_groups "esimd|esimd/sddmm.hpp,esimd/spmm.hpp,esimd/fusedmm.hpp")
+  endif()
   set(_gs_packs "")
-  foreach(_group IN ITEMS "spmm|spmm.hpp" "fused_sddmm|fusedmm.hpp;sddmm.hpp"
-                          "esimd|esimd/sddmm.hpp;esimd/spmm.hpp;esimd/fusedmm.hpp")
+  foreach(_group IN LISTS _gs_groups)
     string(REPLACE "|" ";" _group "${_group}")
+    string(REPLACE "," ";" _group "${_group}")
     list(POP_FRONT _group _name)
     add_custom_command(
       OUTPUT ${_gs_kdir}/${_name}.gnnspv
       COMMAND ${CMAKE_COMMAND} -E env ${_gs_env} $<TARGET_FILE:gnnsparse_aot> ${_gs_strict} ${_gs_kdir}/${_name}.gnnspv
               ${_group}
-      DEPENDS gnnsparse_aot ${_gs_kernel_headers} ${PROJECT_SOURCE_DIR}/include/gnnsparse/ops.hpp
+      # what the packs hold depends on the kernel sources and the instance lists, not on the rest
+      # of the host runtime (the tool is built first through gnnsparse_spirv's dependency)
+      DEPENDS ${_gs_kernel_headers} ${PROJECT_SOURCE_DIR}/include/gnnsparse/ops.hpp ${PROJECT_SOURCE_DIR}/sycl/instances.hpp
+              ${PROJECT_SOURCE_DIR}/sycl/policy.hpp ${PROJECT_SOURCE_DIR}/sycl/esimd_policy.hpp
+              ${PROJECT_SOURCE_DIR}/tools/aot/gnnsparse_aot.cpp
       COMMENT "gnnsparse: SPIR-V of every instance of ${_group}"
       VERBATIM)
     list(APPEND _gs_packs ${_gs_kdir}/${_name}.gnnspv)
   endforeach()
   add_custom_target(gnnsparse_spirv ALL DEPENDS ${_gs_packs})
+  add_dependencies(gnnsparse_spirv gnnsparse_aot)
   install(FILES ${_gs_packs} DESTINATION gnnsparse/kernels)
+
+  if(GNNSPARSE_SYCL_PVC)
+    find_program(GNNSPARSE_OCLOC ocloc REQUIRED)
+    add_custom_command(
+      OUTPUT ${_gs_kdir}/pvc.gnnbin
+      COMMAND bash ${PROJECT_SOURCE_DIR}/tools/aot/pvc_binaries.sh -j 2 --allow-failures ${_gs_kdir}/pvc.gnnbin
+              ${_gs_packs}
+      DEPENDS ${_gs_packs} ${PROJECT_SOURCE_DIR}/tools/aot/pvc_binaries.sh ${PROJECT_SOURCE_DIR}/tools/aot/pack.py
+      COMMENT "gnnsparse: ocloc -device pvc binaries of every shipped instance"
+      VERBATIM)
+    add_custom_target(gnnsparse_pvc ALL DEPENDS ${_gs_kdir}/pvc.gnnbin)
+    install(FILES ${_gs_kdir}/pvc.gnnbin DESTINATION gnnsparse/kernels)
+  endif()
 endif()
 
 if(GNNSPARSE_BENCH AND EXISTS ${PROJECT_SOURCE_DIR}/bench/bench_sycl.cpp)

@@ -158,8 +158,9 @@ struct LevelZero {
   static const LevelZero &get() {
     static const LevelZero ze = [] {
       LevelZero z;
-      void *h = dlopen("libze_loader.so.1", RTLD_NOW | RTLD_NOLOAD);
-      if (!h) h = dlopen("libze_loader.so.1", RTLD_NOW);
+      const std::string lib = env_or("GNNSPARSE_ZE_LOADER", "libze_loader.so.1");  // a test loader may stand in
+      void *h = dlopen(lib.c_str(), RTLD_NOW | RTLD_NOLOAD);
+      if (!h) h = dlopen(lib.c_str(), RTLD_NOW);
       if (!h) return z;
       z.module_create = reinterpret_cast<decltype(z.module_create)>(dlsym(h, "zeModuleCreate"));
       z.kernel_create = reinterpret_cast<decltype(z.kernel_create)>(dlsym(h, "zeKernelCreate"));
@@ -197,6 +198,32 @@ std::string device_binary(const sycl::kernel_bundle<sycl::bundle_state::executab
   return {};
 }
 
+}  // namespace
+
+// A Level Zero module from a native binary, and its kernel `raw_name`; throws on failure.
+std::pair<ze_module_handle_t, ze_kernel_handle_t> ze_module_kernel(ze_context_handle_t zctx, ze_device_handle_t zdev,
+                                                                   const std::string &bin,
+                                                                   const std::string &raw_name) {
+  const LevelZero &ze = LevelZero::get();
+  if (!ze.ok) throw std::runtime_error("libze_loader not available");
+  LevelZero::module_desc md;
+  md.size = bin.size();
+  md.data = reinterpret_cast<const std::uint8_t *>(bin.data());
+  ze_module_handle_t mod = nullptr;
+  if (ze.module_create(zctx, zdev, &md, &mod, nullptr) != 0 || !mod)
+    throw std::runtime_error("zeModuleCreate(native) failed");
+  LevelZero::kernel_desc kd;
+  kd.name = raw_name.c_str();
+  ze_kernel_handle_t zk = nullptr;
+  if (ze.kernel_create(mod, &kd, &zk) != 0 || !zk) {
+    ze.module_destroy(mod);
+    throw std::runtime_error("the binary has no kernel " + raw_name);
+  }
+  return {mod, zk};
+}
+
+namespace {
+
 // A kernel from a device binary through the backend's binary path; throws on failure.
 sycl::kernel from_binary(const sycl::context &ctx, const sycl::device &dev, const std::string &bin,
                          const std::string &raw_name) {
@@ -223,23 +250,8 @@ sycl::kernel from_binary(const sycl::context &ctx, const sycl::device &dev, cons
     return sycl::make_kernel<sycl::backend::opencl>(static_cast<cl_kernel>(k), ctx);
   }
   if (is_level_zero(dev)) {
-    const LevelZero &ze = LevelZero::get();
-    if (!ze.ok) throw std::runtime_error("libze_loader not available");
-    auto zctx = sycl::get_native<sycl::backend::ext_oneapi_level_zero>(ctx);
-    auto zdev = sycl::get_native<sycl::backend::ext_oneapi_level_zero>(dev);
-    LevelZero::module_desc md;
-    md.size = bin.size();
-    md.data = reinterpret_cast<const std::uint8_t *>(bin.data());
-    ze_module_handle_t mod = nullptr;
-    if (ze.module_create(zctx, zdev, &md, &mod, nullptr) != 0 || !mod)
-      throw std::runtime_error("zeModuleCreate(native) failed");
-    LevelZero::kernel_desc kd;
-    kd.name = raw_name.c_str();
-    ze_kernel_handle_t zk = nullptr;
-    if (ze.kernel_create(mod, &kd, &zk) != 0 || !zk) {
-      ze.module_destroy(mod);
-      throw std::runtime_error("the binary has no kernel " + raw_name);
-    }
+    auto [mod, zk] = ze_module_kernel(sycl::get_native<sycl::backend::ext_oneapi_level_zero>(ctx),
+                                      sycl::get_native<sycl::backend::ext_oneapi_level_zero>(dev), bin, raw_name);
     namespace lz = sycl::ext::oneapi::level_zero;
     auto kb = sycl::make_kernel_bundle<sycl::backend::ext_oneapi_level_zero, sycl::bundle_state::executable>(
         {mod, lz::ownership::transfer}, ctx);
@@ -446,7 +458,78 @@ class SpirvPacks {
   std::unordered_map<std::uint64_t, Entry> index_;
 };
 
+// ------------------------------------------------------------------- shipped device binaries
+// <kernel_dir>/<arch>.gnnbin: native binaries for one device architecture (tools/aot/pvc_binaries.sh),
+// the pack format with magic "GNNBIN01". Used on Level Zero devices of that architecture only.
+class NativePacks {
+ public:
+  static NativePacks &get() {
+    static NativePacks p;
+    return p;
+  }
+  // The pack for a device: its architecture's file, if shipped.
+  const std::unordered_map<std::uint64_t, SpirvPacks::Entry> *for_device(const sycl::device &dev) {
+    if (!is_level_zero(dev)) return nullptr;
+    const std::string arch = arch_name(dev);
+    auto it = packs_.find(arch);
+    return it == packs_.end() ? nullptr : &it->second;
+  }
+  const std::unordered_map<std::uint64_t, SpirvPacks::Entry> *for_arch(const std::string &arch) {
+    auto it = packs_.find(arch);
+    return it == packs_.end() ? nullptr : &it->second;
+  }
+  static std::string arch_name(const sycl::device &dev) {
+    try {
+      namespace ex = sycl::ext::oneapi::experimental;
+      if (dev.get_info<ex::info::device::architecture>() == ex::architecture::intel_gpu_pvc) return "pvc";
+    } catch (sycl::exception &) {
+    }
+    return {};
+  }
+
+ private:
+  NativePacks() {
+    if (env_is("GNNSPARSE_AOT", "0")) return;
+    const std::string dir = kernel_dir();
+    std::error_code ec;
+    if (dir.empty() || !fs::is_directory(dir, ec)) return;
+    for (const auto &de : fs::directory_iterator(dir, ec))
+      if (de.path().extension() == ".gnnbin") load(de.path());
+  }
+  void load(const fs::path &path) {
+    std::ifstream f(path, std::ios::binary);
+    char magic[8];
+    std::uint64_t hash = 0;
+    std::uint32_t count = 0;
+    if (!f.read(magic, 8) || std::memcmp(magic, "GNNBIN01", 8) != 0 || !f.read(reinterpret_cast<char *>(&hash), 8) ||
+        !f.read(reinterpret_cast<char *>(&count), 4) || hash != source_hash())
+      return note(NoteLevel::warning, "ignoring " + path.string() + ": not device binaries of this module's kernels");
+    std::vector<PackRecord> recs(count);
+    if (!f.read(reinterpret_cast<char *>(recs.data()), std::streamsize(count * sizeof(PackRecord)))) return;
+    auto &index = packs_[path.stem().string()];
+    for (const PackRecord &r : recs) {
+      std::string name(r.name_len, '\0');
+      if (!f.seekg(std::streamoff(r.name_off)) || !f.read(name.data(), r.name_len)) return;
+      index[r.key] = SpirvPacks::Entry{path.string(), name, r.blob_off, r.blob_len, r.blob_hash};
+    }
+  }
+  std::unordered_map<std::string, std::unordered_map<std::uint64_t, SpirvPacks::Entry>> packs_;
+};
+
 }  // namespace
+
+std::string native_binary_check(const std::string &arch, std::uint64_t key) {
+  const auto *pack = NativePacks::get().for_arch(arch);
+  if (!pack) return "no " + arch + " binaries shipped";
+  auto it = pack->find(key);
+  if (it == pack->end()) return "no " + arch + " binary for this instance";
+  auto bin = SpirvPacks::get().blob(it->second);
+  if (!bin) return "damaged";
+  auto [mod, k] = ze_module_kernel(nullptr, nullptr, *bin, it->second.raw_name);
+  (void)mod;
+  (void)k;
+  return "";
+}
 
 std::string cache_dir() { return DiskCache::get().dir(); }
 
@@ -488,7 +571,18 @@ LoadedKernel load_kernel(const sycl::context &ctx, const sycl::device &dev, Inst
     return LoadedKernel{std::move(k), o};
   };
 
-  // 1-3. shipped SPIR-V, through the cache of what earlier processes built from it
+  // 1. shipped device binaries for this device's architecture (Level Zero)
+  if (const auto *natives = NativePacks::get().for_device(dev))
+    if (auto it = natives->find(in.key()); it != natives->end())
+      if (auto bin = SpirvPacks::get().blob(it->second)) {
+        try {
+          return done(from_binary(ctx, dev, *bin, it->second.raw_name), Origin::native);
+        } catch (std::exception &ex) {
+          note(NoteLevel::warning, "the driver rejected the shipped binary of " + name + " (" + ex.what() + ")");
+        }
+      }
+
+  // 2-3. shipped SPIR-V, through the cache of what earlier processes built from it
   SpirvPacks &packs = SpirvPacks::get();
   if (const SpirvPacks::Entry *e = packs.find(in.key())) {
     const std::string header = fingerprint + "\nspirv=" + hex(e->hash) + " " + e->raw_name;

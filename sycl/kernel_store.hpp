@@ -1,10 +1,11 @@
 // Where a kernel instance comes from when a process first needs it (host code only).
 //
 // load_kernel() tries, in order:
-//   1. the persistent cache: the device binary an earlier process built for this device, runtime
+//   1. shipped native binaries for the device's architecture (ocloc -device pvc; Level Zero only),
+//      loaded through zeModuleCreate(ZE_MODULE_FORMAT_NATIVE);
+//   2. the persistent cache: the device binary an earlier process built for this device, runtime
 //      and kernel (a file in the user's cache directory, loaded through the backend's binary path:
 //      OpenCL clCreateProgramWithBinary, Level Zero zeModuleCreate(native); about 2 ms);
-//   2. shipped native binaries for the device (ocloc -device pvc, Level Zero only);
 //   3. shipped SPIR-V (compiled at package build time, one module per instance), built for the
 //      device by its driver through the kernel_compiler's SPIR-V source language (no C++ front end);
 //   4. the run-time C++ compiler on the embedded sources (instances not shipped; a debug note).
@@ -18,6 +19,7 @@
 //   GNNSPARSE_CACHE=0     no persistent cache
 //   GNNSPARSE_KERNEL_DIR  where the shipped kernels are (default: <extension dir>/kernels)
 //   GNNSPARSE_AOT=0       ignore shipped kernels (always compile from source; for measurements)
+//   GNNSPARSE_ZE_LOADER   the Level Zero loader library (default libze_loader.so.1)
 #pragma once
 #include <sycl/sycl.hpp>
 
@@ -65,6 +67,13 @@ std::string kernel_dir();
 
 // What is shipped: instance keys with SPIR-V (for the tests and the docs).
 std::vector<std::uint64_t> shipped_spirv();
+
+// The Level Zero half of loading a shipped native binary (<kernel_dir>/<arch>.gnnbin) for one
+// instance, with null context and device handles: exercises the pack lookup and the
+// zeModuleCreate / zeKernelCreate calls against a stand-in loader (GNNSPARSE_ZE_LOADER) on
+// machines without an Intel GPU. Returns "" on success, else what failed; throws what the loader
+// reports.
+std::string native_binary_check(const std::string &arch, std::uint64_t key);
 
 // FNV-1a 64 (hash of cache keys and payload checksums).
 std::uint64_t fnv1a(const void *data, std::size_t n, std::uint64_t h = 1469598103934665603ull);

@@ -206,3 +206,73 @@ def test_launch_policy_stays_in_the_shipped_list():
 
     for sg in (8, 16, 32):
         assert _sycl.launch_policy_outliers(sg) == []
+
+
+# A stand-in for libze_loader: records what the loader passes to zeModuleCreate / zeKernelCreate.
+FAKE_ZE = r"""
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+typedef struct { uint32_t stype; const void *next; uint32_t format; size_t size; const uint8_t *data;
+                 const char *flags; const void *constants; } module_desc;
+typedef struct { uint32_t stype; const void *next; uint32_t flags; const char *name; } kernel_desc;
+static char rec[1024];
+static uint32_t mstype, format, kstype; static size_t size; static unsigned char head[4];
+int zeModuleCreate(void *c, void *d, const module_desc *m, void **mod, void **log) {
+  mstype = m->stype; format = m->format; size = m->size; memcpy(head, m->data, 4); *mod = (void *)0x10; return 0; }
+int zeKernelCreate(void *mod, const kernel_desc *k, void **out) {
+  kstype = k->stype;
+  snprintf(rec, sizeof rec, "%u %u %zu %02x%02x%02x%02x %u %s", mstype, format, size, head[0], head[1], head[2], head[3],
+           kstype, k->name);
+  *out = (void *)0x20; return 0; }
+int zeModuleDestroy(void *m) { return 0; }
+const char *fake_record(void) { return rec; }
+"""
+
+PROBE_NATIVE = r"""
+import ctypes, json, sys
+from gnnsparse import _sycl
+key = int(sys.argv[1], 16)
+msg = _sycl.native_binary_check("pvc", key)
+fake = ctypes.CDLL(sys.argv[2])
+fake.fake_record.restype = ctypes.c_char_p
+print(json.dumps({"msg": msg, "record": fake.fake_record().decode()}))
+"""
+
+
+def test_pvc_binaries_and_their_loader_on_a_stand_in_level_zero(tmp_path):
+    """tools/aot/pvc_binaries.sh builds pvc binaries (ocloc) for a few instances; the runtime's
+    Level Zero loader finds an instance's binary in the pack and hands it to zeModuleCreate as a
+    native module and asks zeKernelCreate for its kernel (a stand-in loader records the calls:
+    nothing runs on a GPU here)."""
+    import shutil
+
+    sycl_or_skip()
+    if shutil.which("ocloc") is None or shutil.which("cc") is None:
+        pytest.skip("needs ocloc (apt-get install intel-opencl-icd) and a C compiler")
+    pack = _shipped_pack()
+    kdir = tmp_path / "kernels"
+    kdir.mkdir()
+    root = Path(__file__).resolve().parents[1]
+    r = subprocess.run(["bash", str(root / "tools/aot/pvc_binaries.sh"), "--limit", "2", str(kdir / "pvc.gnnbin"),
+                        str(pack)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and "2 of 2 instances built for pvc" in r.stdout, r.stdout + r.stderr
+    sys.path.insert(0, str(root / "tools/aot"))
+    import pack as packfmt
+
+    magic, _, items = packfmt.read(kdir / "pvc.gnnbin")
+    assert magic == b"GNNBIN01" and len(items) == 2
+    key, raw, blob = items[0]
+    assert blob[:4] == b"\x7fELF"  # ocloc's native binary (zebin)
+    fake = tmp_path / "libfake_ze.so"
+    (tmp_path / "fake_ze.c").write_text(FAKE_ZE)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(fake), str(tmp_path / "fake_ze.c")], check=True)
+    env = dict(os.environ, GNNSPARSE_KERNEL_DIR=str(kdir), GNNSPARSE_ZE_LOADER=str(fake))
+    r = subprocess.run([sys.executable, "-c", PROBE_NATIVE, f"{key:x}", str(fake)], capture_output=True, text=True,
+                       env=env, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["msg"] == "", out
+    # ZE_STRUCTURE_TYPE_MODULE_DESC, ZE_MODULE_FORMAT_NATIVE, the binary's size and ELF header,
+    # ZE_STRUCTURE_TYPE_KERNEL_DESC, the instance's kernel name
+    assert out["record"] == f"27 1 {len(blob)} 7f454c46 29 {raw}", out

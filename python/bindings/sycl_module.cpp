@@ -118,6 +118,14 @@ PYBIND11_MODULE(_sycl, m) {
     for (const auto &r : rt::load_records()) out.append(py::make_tuple(r.name, rt::origin_name(r.origin), r.ms));
     return out;
   }, "(instance name, where it came from, milliseconds) for every kernel this process loaded.");
+  m.def(
+      "native_binary_check",
+      [](const std::string &arch, std::uint64_t key) {
+        return guarded([&] { return rt::native_binary_check(arch, key); });
+      },
+      py::arg("arch"), py::arg("key"),
+      "Load a shipped native binary (<kernel_dir>/<arch>.gnnbin) through the Level Zero loader with null "
+      "handles (a stand-in loader, GNNSPARSE_ZE_LOADER, on machines without an Intel GPU). '' on success.");
   m.def("aot_info", [] {
     py::dict d;
     d["kernel_dir"] = rt::kernel_dir();
