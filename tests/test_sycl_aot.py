@@ -276,3 +276,17 @@ def test_pvc_binaries_and_their_loader_on_a_stand_in_level_zero(tmp_path):
     # ZE_STRUCTURE_TYPE_MODULE_DESC, ZE_MODULE_FORMAT_NATIVE, the binary's size and ELF header,
     # ZE_STRUCTURE_TYPE_KERNEL_DESC, the instance's kernel name
     assert out["record"] == f"27 1 {len(blob)} 7f454c46 29 {raw}", out
+
+
+def test_build_without_a_device_ships_empty_packs_quietly(cache, tmp_path):
+    """A package built where no OpenCL device could drive the compiler ships empty packs
+    (gnnsparse_aot says so at build time); at run time kernels then compile from source, with no
+    warning."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools/aot"))
+    import pack as packfmt
+
+    kdir = tmp_path / "kernels"
+    kdir.mkdir()
+    packfmt.write(kdir / "spmm.gnnspv", b"GNNSPV01", 0, [])
+    out = run({"GNNSPARSE_CACHE_DIR": str(cache), "GNNSPARSE_KERNEL_DIR": str(kdir)}, n=1)
+    assert origins(out) == ["source"] and not out["warnings"], out
