@@ -316,8 +316,9 @@ class DiskCache {
     std::memcpy(&sum, s.data() + fixed + n + 8, 8);
     const std::size_t at = fixed + n + 16;
     std::uint32_t m = 0;
-    if (size >= 4) std::memcpy(&m, s.data() + at, 4);
-    if (s.size() != at + size || fnv1a(s.data() + at, size) != sum || size < 4 + std::uint64_t(m)) {
+    const bool whole = s.size() - at == size && size >= 4;
+    if (whole) std::memcpy(&m, s.data() + at, 4);
+    if (!whole || fnv1a(s.data() + at, size) != sum || size < 4 + std::uint64_t(m)) {
       note(NoteLevel::warning, "corrupt kernel cache entry " + p.string() + " (checksum); rebuilding it");
       return std::nullopt;
     }
@@ -442,11 +443,23 @@ class SpirvPacks {
                                "(a partial rebuild?); kernels compile from source");
       return;
     }
+    std::error_code ec0;
+    if (count > fs::file_size(path, ec0) / sizeof(PackRecord) || ec0) {
+      note(NoteLevel::warning, "ignoring " + path.string() + ": truncated");
+      return;
+    }
     std::vector<PackRecord> recs(count);
     if (!f.read(reinterpret_cast<char *>(recs.data()), std::streamsize(count * sizeof(PackRecord)))) {
       note(NoteLevel::warning, "ignoring " + path.string() + ": truncated");
       return;
     }
+    std::error_code ec;
+    const std::uint64_t size = fs::file_size(path, ec);
+    for (const PackRecord &r : recs)
+      if (ec || r.name_off + std::uint64_t(r.name_len) > size || r.blob_off > size || r.blob_len > size - r.blob_off) {
+        note(NoteLevel::warning, "ignoring " + path.string() + ": damaged index");
+        return;
+      }
     for (const PackRecord &r : recs) {
       std::string name(r.name_len, '\0');
       if (!f.seekg(std::streamoff(r.name_off)) || !f.read(name.data(), r.name_len)) {
@@ -505,8 +518,14 @@ class NativePacks {
     if (!f.read(magic, 8) || std::memcmp(magic, "GNNBIN01", 8) != 0 || !f.read(reinterpret_cast<char *>(&hash), 8) ||
         !f.read(reinterpret_cast<char *>(&count), 4) || hash != source_hash())
       return note(NoteLevel::warning, "ignoring " + path.string() + ": not device binaries of this module's kernels");
+    std::error_code ec;
+    const std::uint64_t size = fs::file_size(path, ec);
+    if (ec || count > size / sizeof(PackRecord)) return note(NoteLevel::warning, "ignoring " + path.string() + ": damaged");
     std::vector<PackRecord> recs(count);
     if (!f.read(reinterpret_cast<char *>(recs.data()), std::streamsize(count * sizeof(PackRecord)))) return;
+    for (const PackRecord &r : recs)
+      if (r.name_off + std::uint64_t(r.name_len) > size || r.blob_off > size || r.blob_len > size - r.blob_off)
+        return note(NoteLevel::warning, "ignoring " + path.string() + ": damaged index");
     auto &index = packs_[path.stem().string()];
     for (const PackRecord &r : recs) {
       std::string name(r.name_len, '\0');
