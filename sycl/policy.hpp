@@ -41,7 +41,7 @@ inline std::size_t round_up(std::size_t x, std::size_t m) { return (x + m - 1) /
 
 // Work-group size for `global` work-items. GPUs: four sub-groups. The OpenCL CPU runtime runs each
 // work-group as one task of its thread pool, and per-group scheduling dominated small launches
-// (a Cora-sized SpMM: 121 us with 64-wide groups, 67 us with 1024): there, the largest power of
+// (a Cora-sized SpMM: 64 us with 64-wide groups, 33 us with 1024): there, the largest power of
 // two <= 1024 that still leaves four groups per compute unit, never below four sub-groups.
 inline std::size_t work_group_size(const DeviceCaps &c, std::size_t global) {
   std::size_t wg = c.preferred_sg * 4;
