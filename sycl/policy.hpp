@@ -41,7 +41,7 @@ inline std::size_t round_up(std::size_t x, std::size_t m) { return (x + m - 1) /
 
 // Work-group size for `global` work-items. GPUs: four sub-groups. The OpenCL CPU runtime runs each
 // work-group as one task of its thread pool, and per-group scheduling dominated small launches
-// (a Cora-sized SpMM: 121 us with 64-wide groups, 67 us with 1024): there, the largest power of
+// (a Cora-sized SpMM: 64 us with 64-wide groups, 33 us with 1024): there, the largest power of
 // two <= 1024 that still leaves four groups per compute unit, never below four sub-groups.
 inline std::size_t work_group_size(const DeviceCaps &c, std::size_t global) {
   std::size_t wg = c.preferred_sg * 4;
@@ -118,22 +118,24 @@ inline Launch fusedmm_launch(const DeviceCaps &c, const FusedArgs &a) {
   return l;
 }
 
+// Every value of the code tables of gnnsparse/ops.hpp.
+#define GNNSPARSE_REDUCE_(name, ...) Reduce::name,
+#define GNNSPARSE_OP_(name, ...) SddmmOp::name,
+#define GNNSPARSE_EDGE_(name, ...) EdgeFn::name,
+inline constexpr Reduce kReduces[] = {GNNSPARSE_REDUCE_TABLE(GNNSPARSE_REDUCE_)};
+inline constexpr SddmmOp kSddmmOps[] = {GNNSPARSE_SDDMM_OP_TABLE(GNNSPARSE_OP_)};
+inline constexpr EdgeFn kEdgeFns[] = {GNNSPARSE_EDGE_FN_TABLE(GNNSPARSE_EDGE_)};
+#undef GNNSPARSE_REDUCE_
+#undef GNNSPARSE_OP_
+#undef GNNSPARSE_EDGE_
+
 // Every instance the three launch functions can return on a device of sub-group size sg (the
 // ahead-of-time build compiles this list; a test checks the launch functions never leave it).
 template <typename F>
 void for_each_portable_instance(int sg, F &&f) {
-#define GNNSPARSE_REDUCE_(name, ...) Reduce::name,
-#define GNNSPARSE_OP_(name, ...) SddmmOp::name,
-#define GNNSPARSE_EDGE_(name, ...) EdgeFn::name,
-  constexpr Reduce reduces[] = {GNNSPARSE_REDUCE_TABLE(GNNSPARSE_REDUCE_)};
-  constexpr SddmmOp ops[] = {GNNSPARSE_SDDMM_OP_TABLE(GNNSPARSE_OP_)};
-  constexpr EdgeFn edges[] = {GNNSPARSE_EDGE_FN_TABLE(GNNSPARSE_EDGE_)};
-#undef GNNSPARSE_REDUCE_
-#undef GNNSPARSE_OP_
-#undef GNNSPARSE_EDGE_
   for (DType t : {DType::f32, DType::f64})
     for (IType i : {IType::i32, IType::i64}) {
-      for (Reduce r : reduces)
+      for (Reduce r : kReduces)
         for (bool arg : {false, true}) {
           if (arg && !has_arg(r)) continue;
           for (bool w : {false, true}) {
@@ -144,9 +146,9 @@ void for_each_portable_instance(int sg, F &&f) {
           }
         }
       if (sg >= 2) f(Instance::of(Kernel::sddmm_dot_sg, t, i, sg));
-      for (SddmmOp op : ops) f(Instance::of(Kernel::sddmm_csr, t, i, op));
-      for (SddmmOp op : ops)
-        for (EdgeFn e : edges)
+      for (SddmmOp op : kSddmmOps) f(Instance::of(Kernel::sddmm_csr, t, i, op));
+      for (SddmmOp op : kSddmmOps)
+        for (EdgeFn e : kEdgeFns)
           for (bool w : {false, true})
             for (int V = 1; V <= kMaxV; V *= 2) f(Instance::of(Kernel::fusedmm_sg, t, i, op, e, w, sg, V));
     }

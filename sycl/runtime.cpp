@@ -1,5 +1,7 @@
 #include "runtime.hpp"
 
+#include "kernel_store.hpp"
+
 #include <algorithm>
 #include <optional>
 
@@ -25,23 +27,24 @@ void check_entry(const std::string &entry) {
     throw std::invalid_argument("no embedded kernel source named '" + entry + "'");
 }
 
-// The kernel_compiler: the embedded sources through the C++ front end and the device compiler.
-sycl::kernel build_from_source(const sycl::context &ctx, const sycl::device &dev, const std::string &entry,
-                               const std::string &name) {
+}  // namespace
+
+sycl::kernel_bundle<sycl::bundle_state::executable> build_source_bundle(const sycl::context &ctx,
+                                                                        const sycl::device &dev,
+                                                                        const std::string &entry,
+                                                                        const std::string &name) {
   std::string log;
   try {
     auto src = syclex::create_kernel_bundle_from_source(ctx, syclex::source_language::sycl, entry_source(entry),
                                                         syclex::properties{all_includes()});
-    auto exe = syclex::build(src, std::vector<sycl::device>{dev},
-                             syclex::properties{syclex::build_options{kBuildOptions}, syclex::save_log{&log},
-                                                syclex::registered_names{std::vector<std::string>{name}}});
-    return exe.ext_oneapi_get_kernel(name);
+    return syclex::build(src, std::vector<sycl::device>{dev},
+                         syclex::properties{syclex::build_options{kBuildOptions}, syclex::save_log{&log},
+                                            syclex::registered_names{std::vector<std::string>{name}}});
   } catch (sycl::exception &e) {
     throw CompileError("building SYCL kernel " + name + " from " + entry + " failed: " + e.what() +
                        (log.empty() ? std::string() : "\ncompiler log:\n" + log));
   }
 }
-}  // namespace
 
 KernelCache &KernelCache::instance() {
   static KernelCache *cache = new KernelCache();  // never destroyed: kernels outlive static teardown order
@@ -72,7 +75,7 @@ sycl::kernel KernelCache::get(const sycl::queue &q, Instance in) {
     auto it = t.by_key.find(in.key());
     if (it != t.by_key.end()) return it->second;
   }
-  sycl::kernel k = build_from_source(ctx, dev, in.spec().entry, instance_name(in));
+  sycl::kernel k = load_kernel(ctx, dev, in).kernel;
   std::lock_guard<std::mutex> lock(mu_);
   return table(ctx, dev).by_key.emplace(in.key(), k).first->second;
 }
@@ -87,7 +90,7 @@ sycl::kernel KernelCache::get(const sycl::queue &q, const std::string &entry, co
     if (it != t.by_name.end()) return it->second;
   }
   check_entry(entry);
-  sycl::kernel k = build_from_source(ctx, dev, entry, name);
+  sycl::kernel k = build_source_bundle(ctx, dev, entry, name).ext_oneapi_get_kernel(name);
   std::lock_guard<std::mutex> lock(mu_);
   return table(ctx, dev).by_name.emplace(entry + '\n' + name, k).first->second;
 }

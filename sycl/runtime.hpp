@@ -53,6 +53,13 @@ class KernelCache {
   DeviceKernels *last_ = nullptr;  // the table of the last lookup (mu_ held)
 };
 
+// The run-time compiler: the embedded source `entry` through the C++ front end and the device
+// compiler, for the registered kernel `name`. Throws CompileError carrying the log.
+sycl::kernel_bundle<sycl::bundle_state::executable> build_source_bundle(const sycl::context &ctx,
+                                                                        const sycl::device &dev,
+                                                                        const std::string &entry,
+                                                                        const std::string &name);
+
 // Capabilities of a device, queried once per device and kept.
 DeviceCaps device_caps(const sycl::device &d);
 const DeviceCaps &caps_of(const sycl::queue &q);

@@ -21,6 +21,9 @@ BACKENDS = ("sycl", "cuda")
 DTYPES = {"sycl": ("float32", "float64"), "cuda": ("float32", "float64", "float16", "bfloat16")}
 ALL_FLOAT = ("float32", "float64", "float16", "bfloat16")
 UNIT = {"float64": 2.0**-53, "float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
+# spacing of the subnormal numbers: rounding a tiny result to the output dtype errs by up to half of it,
+# whatever its relative size (float16 results below 6.1e-5 are subnormal)
+TINY = {"float64": 2.0**-1074, "float32": 2.0**-149, "float16": 2.0**-24, "bfloat16": 2.0**-133}
 REDUCTIONS = ("sum", "mean", "max", "min")
 SDDMM_OPS = ("dot", "add")
 EDGES = ("none", "leaky_relu", "exp", "softmax")
@@ -81,12 +84,12 @@ def to_backend(a: np.ndarray, backend: str, dtype: str, framework: str = "numpy"
     `offset` elements into a larger buffer, so its address is not 16-byte aligned (the kernels'
     scalar-load path)."""
     if backend == "sycl":
-        x = np.ascontiguousarray(a, dtype=dtype)
+        x = np.array(a, dtype=dtype, order="C")  # (np.ascontiguousarray would turn a 0-d array 1-d)
         if framework == "torch":
             return torch_or_none().from_numpy(x)
         return x
     torch = torch_or_none()
-    t = torch.from_numpy(np.ascontiguousarray(a, dtype=np.float64)).to(getattr(torch, dtype))
+    t = torch.from_numpy(np.array(a, dtype=np.float64, order="C")).to(getattr(torch, dtype))
     if offset:
         buf = torch.empty(t.numel() + offset, dtype=t.dtype)
         buf[offset:] = t.reshape(-1)
@@ -249,7 +252,7 @@ def expect_spmm(R, Xh, reduce, dtype):
     with np.errstate(invalid="ignore", over="ignore"):
         S = ref.spmm(abs_csr(R), np.abs(Xh), reduce)
     deg = degrees(R).astype(np.float64).reshape((-1,) + (1,) * (Xh.ndim - 1))
-    bound = 2 * (deg + 2) * u * S + 2 * uo * np.abs(Y)
+    bound = 2 * (deg + 2) * u * S + 2 * uo * np.abs(Y) + TINY[dtype]
     return Y, None, bound
 
 
@@ -262,7 +265,7 @@ def expect_sddmm(R, Xh, Yh, op, dtype):
     with np.errstate(invalid="ignore", over="ignore"):
         S = ref.sddmm(R, np.abs(Xh), np.abs(Yh), "dot")
     F = Xh.shape[-1]
-    return E, 2 * (F + 2) * UNIT[acc_dtype(dtype)] * S + 2 * UNIT[dtype] * np.abs(E)
+    return E, 2 * (F + 2) * UNIT[acc_dtype(dtype)] * S + 2 * UNIT[dtype] * np.abs(E) + TINY[dtype]
 
 
 @_quiet
@@ -311,8 +314,8 @@ def expect_fusedmm(R, Xh, Yh, Zh, op, edge, slope, dtype):
             az = np.abs(Z3[col])
             np.add.at(ob, rows, dwv[:, :, None] * az
                       + 2 * (deg[rows][:, None, None] + 2) * u * absw[:, :, None] * az)
-        out_bound = 4 * ob + 2 * uo * np.abs(out)
-        edge_bound = 4 * dwv + 2 * uo * np.abs(w)
+        out_bound = 4 * ob + 2 * uo * np.abs(out) + TINY[dtype]
+        edge_bound = 4 * dwv + 2 * uo * np.abs(w) + TINY[dtype]
     return out, w, out_bound, edge_bound
 
 

@@ -258,13 +258,14 @@ def test_cuda_runs_on_the_callers_current_stream():
             elif op == "sddmm":
                 out = gs.sddmm(A, torch.ones((3, 64), device="cuda"), X)
             else:
-                out = gs.fusedmm(A, torch.zeros((3, 64), device="cuda"), torch.zeros((2, 64), device="cuda"), X)
+                out = gs.fusedmm(A, torch.zeros((3, 64), device="cuda"), torch.zeros((2, 64), device="cuda"), X,
+                                 edge="exp")
         s.synchronize()
         if op == "spmm":
             np.testing.assert_allclose(host(out), want, rtol=1e-5, atol=1e-5)
         elif op == "sddmm":
             np.testing.assert_allclose(host(out), ref.sddmm(A, np.ones((3, 64)), host(src)), rtol=1e-5, atol=1e-5)
-        else:  # zero scores: every edge weighs 1
+        else:  # zero scores, exp: every edge weighs 1
             np.testing.assert_allclose(host(out), want, rtol=1e-5, atol=1e-5)
 
 

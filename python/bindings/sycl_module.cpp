@@ -9,11 +9,14 @@
 
 #include <sycl/sycl.hpp>
 
+#include <mutex>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include "bind_ops.hpp"
 #include "dpctl4pybind11.hpp"
+#include "kernel_store.hpp"
 #include "ops.hpp"
 #include "runtime.hpp"
 #include "sycl_quant_binding.hpp"
@@ -36,16 +39,48 @@ auto guarded(F &&f) {
   }
 }
 
+// Notes of the kernel loader (sycl/kernel_store.hpp), queued while the GIL is released and
+// handed to Python after the call: warnings as RuntimeWarning, debug lines to
+// logging.getLogger("gnnsparse.sycl").
+std::mutex g_notes_mu;
+std::vector<std::pair<rt::NoteLevel, std::string>> g_notes;
+void queue_note(rt::NoteLevel level, const std::string &text) {
+  std::lock_guard<std::mutex> lock(g_notes_mu);
+  g_notes.emplace_back(level, text);
+}
+void flush_notes() {
+  std::vector<std::pair<rt::NoteLevel, std::string>> notes;
+  {
+    std::lock_guard<std::mutex> lock(g_notes_mu);
+    if (g_notes.empty()) return;
+    notes.swap(g_notes);
+  }
+  for (const auto &[level, text] : notes) {
+    if (level == rt::NoteLevel::warning) {
+      if (PyErr_WarnEx(PyExc_RuntimeWarning, ("gnnsparse: " + text).c_str(), 1) != 0) throw py::error_already_set();
+    } else {
+      py::module_::import("logging").attr("getLogger")("gnnsparse.sycl").attr("debug")(text);
+    }
+  }
+}
+
+template <typename F>
+sycl::event submit_and_notify(F &&f) {
+  sycl::event ev = guarded(std::forward<F>(f));
+  flush_notes();
+  return ev;
+}
+
 struct SyclBackend {
   using Exec = std::pair<sycl::queue, std::vector<sycl::event>>;
   static sycl::event spmm(Exec &x, const gnnsparse::SpmmArgs &a) {
-    return guarded([&] { return rt::spmm(x.first, a, x.second); });
+    return submit_and_notify([&] { return rt::spmm(x.first, a, x.second); });
   }
   static sycl::event sddmm(Exec &x, const gnnsparse::SddmmArgs &a) {
-    return guarded([&] { return rt::sddmm(x.first, a, x.second); });
+    return submit_and_notify([&] { return rt::sddmm(x.first, a, x.second); });
   }
   static sycl::event fusedmm(Exec &x, const gnnsparse::FusedArgs &a) {
-    return guarded([&] { return rt::fusedmm(x.first, a, x.second); });
+    return submit_and_notify([&] { return rt::fusedmm(x.first, a, x.second); });
   }
 };
 
@@ -56,6 +91,7 @@ PYBIND11_MODULE(_sycl, m) {
   py::module_::import("gnnsparse._core");  // CsrView
   gnnsparse::bindings::bind_ops<SyclBackend>(m);
   gnnsparse::bindings::bind_quant_sycl(m);
+  rt::set_note_sink(queue_note);
 
   m.def(
       "compile_only",
@@ -79,6 +115,65 @@ PYBIND11_MODULE(_sycl, m) {
     for (const auto &p : rt::kernel_sources()) names.push_back(p.first);
     return names;
   });
+  m.def("kernel_loads", [] {
+    py::list out;
+    for (const auto &r : rt::load_records()) out.append(py::make_tuple(r.name, rt::origin_name(r.origin), r.ms));
+    return out;
+  }, "(instance name, where it came from, milliseconds) for every kernel this process loaded.");
+  m.def(
+      "native_binary_check",
+      [](const std::string &arch, std::uint64_t key) {
+        return guarded([&] { return rt::native_binary_check(arch, key); });
+      },
+      py::arg("arch"), py::arg("key"),
+      "Load a shipped native binary (<kernel_dir>/<arch>.gnnbin) through the Level Zero loader with null "
+      "handles (a stand-in loader, GNNSPARSE_ZE_LOADER, on machines without an Intel GPU). '' on success.");
+  m.def("aot_info", [] {
+    py::dict d;
+    d["kernel_dir"] = rt::kernel_dir();
+    d["cache_dir"] = rt::cache_dir();
+    d["shipped_spirv"] = rt::shipped_spirv().size();
+    d["source_hash"] = rt::source_hash();
+    return d;
+  }, "Where shipped kernels and the persistent kernel cache are, and how many instances ship as SPIR-V.");
+  m.def(
+      "launch_policy_outliers",
+      [](int sg) {
+        // the launch functions over a grid of shapes and arguments, against the list the build compiles
+        std::unordered_set<std::uint64_t> listed;
+        rt::for_each_portable_instance(sg, [&](rt::Instance in) { listed.insert(in.key()); });
+        rt::DeviceCaps caps;
+        caps.preferred_sg = std::size_t(sg);
+        caps.max_wg = 1024;
+        std::vector<std::string> out;
+        auto check = [&](const rt::Launch &l) {
+          if (!listed.count(l.inst.key())) out.push_back(rt::instance_name(l.inst));
+        };
+        static int dummy;
+        for (gnnsparse::DType t : {gnnsparse::DType::f32, gnnsparse::DType::f64})
+          for (gnnsparse::IType it : {gnnsparse::IType::i32, gnnsparse::IType::i64})
+            for (bool w : {false, true})
+              for (long width : {1L, 2L, 3L, 5L, 8L, 9L, 15L, 16L, 17L, 31L, 33L, 64L, 100L, 128L, 129L, 300L, 1000L}) {
+                gnnsparse::CsrView A{it, &dummy, &dummy, w ? &dummy : nullptr, 7, 7, 20};
+                for (gnnsparse::Reduce r : rt::kReduces)
+                  for (bool arg : {false, true}) {
+                    gnnsparse::SpmmArgs a{A, t, r, &dummy, &dummy, arg ? (std::int64_t *)&dummy : nullptr,
+                                          width};
+                    check(rt::spmm_launch(caps, a));
+                  }
+                for (gnnsparse::SddmmOp op : rt::kSddmmOps) {
+                  gnnsparse::SddmmArgs a{A, t, op, &dummy, &dummy, &dummy, 2, width};
+                  check(rt::sddmm_launch(caps, a));
+                  for (gnnsparse::EdgeFn e : rt::kEdgeFns) {
+                    gnnsparse::FusedArgs f{A, t, op, e, 0.2, &dummy, &dummy,
+                                           &dummy, &dummy, nullptr, 2, 3, width};
+                    check(rt::fusedmm_launch(caps, f));
+                  }
+                }
+              }
+        return out;
+      },
+      py::arg("sg"), "Instance names the launch policy picks that the ahead-of-time list lacks (should be none).");
   m.def("device_caps", [](sycl::queue &q) {
     const rt::DeviceCaps c = rt::device_caps(q.get_device());
     py::dict d;

@@ -83,6 +83,11 @@ def _same_place(b, place, **others):
             raise ValueError(f"X is on {place} but {name} is on {p}{why}; all dense inputs must live on one device")
 
 
+def _shaped(x, shape):
+    """x viewed as `shape` (reshape only when needed: dpnp's reshape costs tens of microseconds)."""
+    return x if tuple(x.shape) == shape else x.reshape(shape)
+
+
 def _wrap(X0, X, *outs):
     """Outputs of a torch CPU input come back as torch tensors (they ran on the SYCL CPU device as
     NumPy, zero copy both ways)."""
@@ -120,7 +125,7 @@ def spmm(A: CSR, X, reduce: str = "sum", return_arg: bool = False, *, precision:
     for s in tail:
         C *= s
     view = A._view(b, b.place(X), X, None if A.val is None else _val_dtype_for(dt))
-    Y, arg = b.spmm(view, X.reshape(K, C), M, C, _DTYPE[dt][0], red, return_arg, prec)
+    Y, arg = b.spmm(view, _shaped(X, (K, C)), M, C, _DTYPE[dt][0], red, return_arg, prec)
     if len(tail) != 1:
         Y = Y.reshape((M,) + tail)
         arg = None if arg is None else arg.reshape((M,) + tail)
@@ -164,7 +169,7 @@ def sddmm(A: CSR, X, Y, op: str = "dot", *, precision: str = "fp32"):
     _same_place(b, place, Y=Y)
     xs, ys, H, F, squeeze = _sddmm_shapes(A, X, Y, op)
     view = A._view(b, place, X, None)
-    E = b.sddmm(view, X.reshape(xs), Y.reshape(ys), A.nnz, H, F, _DTYPE[dt][0], opc, prec)
+    E = b.sddmm(view, _shaped(X, xs), _shaped(Y, ys), A.nnz, H, F, _DTYPE[dt][0], opc, prec)
     return _wrap(X0, X, E.reshape((A.nnz,)) if squeeze else E)[0]
 
 
@@ -201,7 +206,7 @@ def fusedmm(A: CSR, X, Y, Z, op: str = "dot", edge: str = "none", slope: float =
     if sz[0] != K:
         raise ValueError(f"Z has shape {sz} but A is {M} x {K}: Z needs {K} rows")
     view = A._view(b, place, X, None if A.val is None else _val_dtype_for(dt))
-    out, E = b.fusedmm(view, X.reshape(xs), Y.reshape(ys), Z.reshape(zs), M, H, F, D, _DTYPE[dt][0], opc, edc,
+    out, E = b.fusedmm(view, _shaped(X, xs), _shaped(Y, ys), _shaped(Z, zs), M, H, F, D, _DTYPE[dt][0], opc, edc,
                        float(slope), return_edges, prec)
     out = out.reshape((M, D)) if len(sz) == 2 else out
     if E is not None and squeeze:

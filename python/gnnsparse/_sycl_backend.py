@@ -241,6 +241,9 @@ def _usm_queue(x):
     return dpctl.SyclQueue(obj)
 
 
+_IN_ORDER: dict = {}  # queue -> is_in_order
+
+
 class _Call:
     """Queue, output allocation, addresses and ordering of one op call."""
 
@@ -260,8 +263,14 @@ class _Call:
                 self.usm = None
 
     def exec(self):
-        """(queue, events to wait on): after the outputs exist, so their fills are waited for."""
-        return (self.queue, self.order.submitted_events) if self.usm else _BACKEND._host_exec
+        """(queue, events to wait on): after the outputs exist, so their fills are waited for. An
+        in-order queue orders submissions itself: no events to convert and wait on."""
+        if not self.usm:
+            return _BACKEND._host_exec
+        in_order = _IN_ORDER.get(self.queue)
+        if in_order is None:
+            in_order = _IN_ORDER[self.queue] = bool(self.queue.is_in_order)
+        return (self.queue, () if in_order else self.order.submitted_events)
 
     def addr(self, a) -> int:
         if self.usm is None and isinstance(a, np.ndarray):  # a device that cannot read host memory
