@@ -469,3 +469,18 @@ def test_torch_cpu_tensors(rng):
     Y = gs.quant.spmm(A, Q)
     assert isinstance(Y, torch.Tensor) and Y.dtype == torch.float32
     assert isinstance(gs.dequantize(Q), torch.Tensor)
+
+
+def test_bench_dry_run():
+    """tools/quant_bench.py --cpu: every code path and check of the GPU bench on the CPU."""
+    sycl_or_skip()
+    if torch is None:
+        pytest.skip("torch not installed")
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "tools" / "quant_bench.py"
+    r = subprocess.run([sys.executable, str(script), "--cpu"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "FAILED" not in r.stdout and "int8 spmm incl. quantization" in r.stdout
