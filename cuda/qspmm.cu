@@ -6,12 +6,16 @@
 // into vectors of CPL quantized features (16 int8 = 16 bytes, or 16 int4 = 8 bytes, per load when
 // shapes and alignment allow; see QVec); P lane sets split the row's edges into contiguous parts
 // (only for long average rows), merged at the end by a fixed xor-shuffle tree whose lower half
-// always holds the smaller edge indices. Each lane keeps U edges' loads in flight. Messages are
+// always holds the smaller edge indices. Each lane keeps U edges' loads in flight. Hub rows
+// (longer than the plan's threshold) take the hub pass of segments.cuh, as the float SpMM's do:
+// fixed segments of the nnz range reduced by one warp each into workspace slots, folded per hub
+// row in segment order by a combine kernel. Messages are
 // integers (no edge weights: exact int32 / int64 sums, integer max / min) or float32 w * q
 // (weights); the scale is applied once per output element. Gathers of X rows are the traffic:
 // a quarter (int8) or an eighth (int4) of the float32 bytes. No atomics: bitwise reproducible.
 #include "quant_common.cuh"
 #include "policy.cuh"
+#include "segments.cuh"
 #include "gnnsparse/cuda_quant.hpp"
 
 namespace gnnsparse::cuda_detail {
@@ -19,6 +23,7 @@ namespace gnnsparse::cuda_detail {
 struct QSpmmTuning {
   static constexpr int kBlockThreads = 256;
   static constexpr int64_t kMinEdgesPerLane = 8;  // edge split only when each part keeps this many
+  static constexpr int kCombineThreads = 512;     // hub combine: one warp per segment
 };
 
 template <int CPL> constexpr int qspmm_unroll() { return CPL == 16 ? 4 : 8; }
@@ -30,9 +35,13 @@ struct QSpmmPlan {
   int64_t col_blocks = 1;
   int64_t row_blocks = 0;
   bool y_vec = false;  // 16-byte output stores
+  SegmentPlan hub;     // hub pass (hub.seg == 0: none), as the float SpMM's
+  int64_t segment_blocks = 0;
+  int64_t combine_blocks = 0;
 };
 
-inline QSpmmPlan plan_qspmm(int64_t M, int64_t nnz, int64_t C, int64_t D, const QView& X, const float* Y) {
+inline QSpmmPlan plan_qspmm(int64_t M, int64_t nnz, int64_t C, int64_t D, int64_t max_deg, const QView& X,
+                            const float* Y) {
   QSpmmPlan p;
   p.cpl = plan_cpl(X.bits, X.data, C, D);
   const int64_t vecs = (C + p.cpl - 1) / p.cpl;
@@ -45,6 +54,9 @@ inline QSpmmPlan plan_qspmm(int64_t M, int64_t nnz, int64_t C, int64_t D, const 
   const int64_t groups_per_block = QSpmmTuning::kBlockThreads / G;
   p.row_blocks = (M + groups_per_block - 1) / groups_per_block;
   p.y_vec = p.cpl >= 4 && aligned16(Y);
+  p.hub = plan_segments(M, nnz, max_deg, hub_threshold(M, nnz), C);
+  p.segment_blocks = (p.hub.nsegments * 32 + QSpmmTuning::kBlockThreads - 1) / QSpmmTuning::kBlockThreads;
+  p.combine_blocks = combine_blocks(p.hub.nsegments, QSpmmTuning::kCombineThreads);
   return p;
 }
 
@@ -97,32 +109,29 @@ template <class Acc> __device__ __forceinline__ Acc shfl_xor(Acc v, int o, unsig
   else return __shfl_xor_sync(mask, v, o);
 }
 
+// The float output of one element (see the contract: exact for integer sums / max / min).
+template <Reduce R, class Acc>
+__device__ __forceinline__ float qspmm_final(Acc acc, int64_t deg, float s) {
+  if (deg == 0) return 0.0f;
+  float v = s * float(acc);
+  if constexpr (R == Reduce::mean) v = v / float(deg);
+  return v;
+}
+
 template <int BITS, class I, Reduce R, class Acc, int CPL>
-__global__ void __launch_bounds__(QSpmmTuning::kBlockThreads)
-qspmm_row_kernel(QSpmmParams<I> p, int Gc, int P) {
+struct QSpmmAgent {
   using Red = QRed<Acc, R>;
-  constexpr bool kWeighted = std::is_same_v<Acc, float>;
-  constexpr int U = qspmm_unroll<CPL>();
-  const int G = Gc * P;
-  const int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / G;
-  const int sub = threadIdx.x % G, cs = sub % Gc, part = sub / Gc;
-  const int64_t c0 = (int64_t(blockIdx.y) * Gc + cs) * CPL;
-  const bool ok = c0 < p.C;
-  const int64_t head = ok ? c0 / p.D : 0;  // one head per vector (the plan keeps D % CPL == 0)
-  int64_t k0 = 0, k1 = 0;
-  if (row < p.M) {
-    k0 = static_cast<int64_t>(__ldg(p.rowptr + row));
-    k1 = static_cast<int64_t>(__ldg(p.rowptr + row + 1));
-  }
-  const int64_t n = k1 - k0;
-  const int64_t kb = k0 + n * part / P, ke = k0 + n * (part + 1) / P;
+  static constexpr bool kWeighted = std::is_same_v<Acc, float>;
+  static constexpr int U = qspmm_unroll<CPL>();
 
-  Acc acc[CPL];
-  int64_t arg[CPL];
+  __device__ __forceinline__ static void init(Acc (&acc)[CPL], int64_t (&arg)[CPL]) {
 #pragma unroll
-  for (int e = 0; e < CPL; ++e) { acc[e] = Acc(0); arg[e] = -1; }
+    for (int e = 0; e < CPL; ++e) { acc[e] = Acc(0); arg[e] = -1; }
+  }
 
-  if (ok) {
+  // Messages of edges [kb, ke) into acc / arg (this lane's vector at column c0, in head `head`).
+  __device__ __forceinline__ static void reduce(const QSpmmParams<I>& p, int64_t kb, int64_t ke, int64_t c0,
+                                                int64_t head, Acc (&acc)[CPL], int64_t (&arg)[CPL]) {
     for (int64_t k = kb; k < ke; k += U) {
       int64_t j[U];
       float w[U];
@@ -151,7 +160,18 @@ qspmm_row_kernel(QSpmmParams<I> p, int Gc, int P) {
     }
   }
 
-  if (P > 1) {  // fixed xor tree over the edge parts; every lane of the group takes part
+  // Lane set `part = sub / Gc` reduces the part-th contiguous slice of [kb, ke); a fixed xor
+  // tree merges the P slices (lower half = smaller edge indices). Every lane of the group of
+  // Gc * P lanes must call this; the result is complete in the lanes of part 0.
+  __device__ __forceinline__ static void reduce_split(const QSpmmParams<I>& p, int64_t kb, int64_t ke, int64_t c0,
+                                                      bool ok, int64_t head, int Gc, int P, int sub,
+                                                      Acc (&acc)[CPL], int64_t (&arg)[CPL]) {
+    init(acc, arg);
+    const int part = sub / Gc;
+    const int64_t n = ke - kb;
+    if (ok) reduce(p, kb + n * part / P, kb + n * (part + 1) / P, c0, head, acc, arg);
+    if (P == 1) return;
+    const int G = Gc * P;
     const unsigned mask = group_mask(G);
     for (int off = Gc; off < G; off <<= 1) {
       const bool left = (sub & off) == 0;
@@ -164,31 +184,134 @@ qspmm_row_kernel(QSpmmParams<I> p, int Gc, int P) {
       }
     }
   }
-  if (row >= p.M || !ok || part != 0) return;
 
-  const float s = __ldg(p.scale);
-  float out[CPL];
+  __device__ __forceinline__ static void write(const QSpmmParams<I>& p, int64_t row, int64_t c0, int64_t deg,
+                                               const Acc (&acc)[CPL], const int64_t (&arg)[CPL]) {
+    const float s = __ldg(p.scale);
+    float out[CPL];
 #pragma unroll
-  for (int e = 0; e < CPL; ++e) {
-    float v = s * float(acc[e]);
-    if constexpr (R == Reduce::mean) v = v / float(n);
-    out[e] = n == 0 ? 0.0f : v;
-  }
-  float* y = p.Y + row * p.C + c0;
-  if (CPL >= 4 && p.y_vec) {
+    for (int e = 0; e < CPL; ++e) out[e] = qspmm_final<R>(acc[e], deg, s);
+    float* y = p.Y + row * p.C + c0;
+    if (CPL >= 4 && p.y_vec) {
 #pragma unroll
-    for (int t = 0; t < CPL / 4; ++t)
-      reinterpret_cast<float4*>(y)[t] = make_float4(out[4 * t], out[4 * t + 1], out[4 * t + 2], out[4 * t + 3]);
-  } else {
-#pragma unroll
-    for (int e = 0; e < CPL; ++e)
-      if (c0 + e < p.C) y[e] = out[e];
-  }
-  if constexpr (Red::kArg) {
-    if (p.arg != nullptr) {
+      for (int t = 0; t < CPL / 4; ++t)
+        reinterpret_cast<float4*>(y)[t] = make_float4(out[4 * t], out[4 * t + 1], out[4 * t + 2], out[4 * t + 3]);
+    } else {
 #pragma unroll
       for (int e = 0; e < CPL; ++e)
-        if (c0 + e < p.C) p.arg[row * p.C + c0 + e] = n == 0 ? -1 : arg[e];
+        if (c0 + e < p.C) y[e] = out[e];
+    }
+    if constexpr (Red::kArg) {
+      if (p.arg != nullptr) {
+#pragma unroll
+        for (int e = 0; e < CPL; ++e)
+          if (c0 + e < p.C) p.arg[row * p.C + c0 + e] = deg == 0 ? -1 : arg[e];
+      }
+    }
+  }
+};
+
+// One group of G = Gc * P lanes per row; rows longer than hub_thr (> 0) are left to the hub pass.
+template <int BITS, class I, Reduce R, class Acc, int CPL>
+__global__ void __launch_bounds__(QSpmmTuning::kBlockThreads)
+qspmm_row_kernel(QSpmmParams<I> p, int Gc, int P, int64_t hub_thr) {
+  using Ag = QSpmmAgent<BITS, I, R, Acc, CPL>;
+  const int G = Gc * P;
+  const int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / G;
+  const int sub = threadIdx.x % G, cs = sub % Gc;
+  const int64_t c0 = (int64_t(blockIdx.y) * Gc + cs) * CPL;
+  const bool ok = c0 < p.C;
+  const int64_t head = ok ? c0 / p.D : 0;  // one head per vector (the plan keeps D % CPL == 0)
+  int64_t k0 = 0, k1 = 0;
+  if (row < p.M) {
+    k0 = static_cast<int64_t>(__ldg(p.rowptr + row));
+    k1 = static_cast<int64_t>(__ldg(p.rowptr + row + 1));
+  }
+  const bool hub = hub_thr > 0 && k1 - k0 > hub_thr;
+  Acc acc[CPL];
+  int64_t arg[CPL];
+  Ag::reduce_split(p, k0, hub ? k0 : k1, c0, ok, head, Gc, P, sub, acc, arg);  // every lane takes part
+  if (row >= p.M || hub || !ok || sub >= Gc) return;
+  Ag::write(p, row, c0, k1 - k0, acc, arg);
+}
+
+// Hub pass, segment side: one warp per segment (Gc column lanes x 32 / Gc edge parts) reduces
+// each hub piece of the segment into its workspace slot (segments.cuh).
+template <int BITS, class I, Reduce R, class Acc, int CPL>
+__global__ void __launch_bounds__(QSpmmTuning::kBlockThreads)
+qspmm_segment_kernel(QSpmmParams<I> p, int Gc, int64_t nnz, int64_t seg, int64_t nsegments,
+                     Acc* __restrict__ wsv, int64_t* __restrict__ wsa, const int* __restrict__ has_hub) {
+  using Ag = QSpmmAgent<BITS, I, R, Acc, CPL>;
+  if (*has_hub == 0) return;
+  const int64_t s = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  if (s >= nsegments) return;  // whole warps leave together
+  const int sub = threadIdx.x % 32, cs = sub % Gc, P = 32 / Gc;
+  const int64_t c0 = (int64_t(blockIdx.y) * Gc + cs) * CPL;
+  const bool ok = c0 < p.C;
+  const int64_t head = ok ? c0 / p.D : 0;
+  const SegmentRows sr = segment_rows(p.rowptr, p.M, nnz, seg, s);
+  for_each_hub_piece(p.rowptr, sr, seg, [&](int slot, int64_t, int64_t kb, int64_t ke) {
+    Acc acc[CPL];
+    int64_t arg[CPL];
+    Ag::reduce_split(p, kb, ke, c0, ok, head, Gc, P, sub, acc, arg);
+    if (!ok || sub >= Gc) return;
+    const int64_t base = (s * 2 + slot) * p.C + c0;
+#pragma unroll
+    for (int e = 0; e < CPL; ++e) {
+      if (c0 + e >= p.C) break;
+      wsv[base + e] = acc[e];
+      if constexpr (QRed<Acc, R>::kArg) wsa[base + e] = arg[e];
+    }
+  });
+}
+
+// Hub pass, combine side: block b merges the hub rows that start in segments NW b .. NW b + NW - 1:
+// thread (part, column) folds a contiguous range of the row's segment slots in order, then the
+// parts are folded in order through shared memory (fixed order: deterministic).
+template <class I, Reduce R, class Acc>
+__global__ void __launch_bounds__(QSpmmTuning::kCombineThreads)
+qspmm_combine_kernel(const I* __restrict__ rowptr, const float* __restrict__ scale, float* __restrict__ Y,
+                     int64_t* __restrict__ argout, int64_t M, int64_t C, int64_t nnz, int64_t seg,
+                     int64_t nsegments, const Acc* __restrict__ wsv, const int64_t* __restrict__ wsa,
+                     const int* __restrict__ has_hub) {
+  using Red = QRed<Acc, R>;
+  if (*has_hub == 0) return;
+  constexpr int NT = QSpmmTuning::kCombineThreads, NW = NT / 32;
+  __shared__ int64_t rows[NW];
+  __shared__ Acc sacc[NT];
+  __shared__ int64_t sarg[Red::kArg ? NT : 1];
+  const int tid = threadIdx.x;
+  const float s = __ldg(scale);
+  hub_rows_starting_in_block<NW>(rowptr, M, nnz, seg, seg, nsegments, rows);
+  for (int w = 0; w < NW; ++w) {
+    const int64_t r = rows[w];
+    if (r < 0) continue;
+    const int64_t k0 = rowptr[r], k1 = rowptr[r + 1], deg = k1 - k0;
+    const int64_t c0 = k0 / seg, n = (k1 - 1) / seg - c0 + 1;  // the row's segments: c0 .. c0 + n - 1
+    const int64_t CT = C < NT ? C : NT;
+    const int64_t P = NT / CT;
+    for (int64_t cb = 0; cb < C; cb += CT) {
+      const int64_t cidx = tid % CT, part = tid / CT, cc = cb + cidx;
+      const bool active = part < P && cc < C;
+      Acc acc = Acc(0);
+      int64_t arg = -1;
+      if (active) {
+        const int64_t q0 = n * part / P, q1 = n * (part + 1) / P;
+        for (int64_t q = q0; q < q1; ++q) {
+          const int64_t sg = c0 + q, at = (sg * 2 + hub_slot(sg, seg, k0)) * C + cc;
+          Red::merge(acc, arg, wsv[at], Red::kArg ? wsa[at] : 0, true);
+        }
+      }
+      sacc[tid] = acc;
+      if constexpr (Red::kArg) sarg[tid] = arg;
+      __syncthreads();
+      if (tid < CT && cc < C) {
+        for (int64_t q = 1; q < P; ++q) Red::merge(acc, arg, sacc[q * CT + tid], Red::kArg ? sarg[q * CT + tid] : 0, true);
+        Y[r * C + cc] = qspmm_final<R>(acc, deg, s);
+        if constexpr (Red::kArg)
+          if (argout != nullptr) argout[r * C + cc] = arg;
+      }
+      __syncthreads();
     }
   }
 }
@@ -196,18 +319,36 @@ qspmm_row_kernel(QSpmmParams<I> p, int Gc, int P) {
 template <int BITS, class I, Reduce R, class Acc>
 void launch_qspmm(const QSpmmArgs& a, cudaStream_t stream) {
   const int64_t C = a.X.C, D = C / a.H;
-  const QSpmmPlan plan = plan_qspmm(a.A.M, a.A.nnz, C, D, a.X, a.Y);
-  check_grid("qspmm", {plan.row_blocks}, plan.col_blocks);
+  const QSpmmPlan plan = plan_qspmm(a.A.M, a.A.nnz, C, D, a.A.max_degree, a.X, a.Y);
+  check_grid("qspmm", {plan.row_blocks, plan.segment_blocks, plan.combine_blocks}, plan.col_blocks);
   QSpmmParams<I> p{static_cast<const I*>(a.A.rowptr), static_cast<const I*>(a.A.col),
                    a.W != nullptr ? a.W : static_cast<const float*>(a.A.val),
                    static_cast<const std::uint8_t*>(a.X.data), a.X.scale, a.Y, a.arg,
                    a.A.M, C, a.X.row_bytes(), a.W != nullptr ? a.H : 1, D, a.identity_col, plan.y_vec};
-  const dim3 grid(static_cast<unsigned>(plan.row_blocks), static_cast<unsigned>(plan.col_blocks));
+  constexpr bool kArg = QRed<Acc, R>::kArg;
   dispatch_cpl(plan.cpl, [&](auto c) {
-    qspmm_row_kernel<BITS, I, R, Acc, decltype(c)::value><<<grid, QSpmmTuning::kBlockThreads, 0, stream>>>(
-        p, plan.col_lanes, plan.edge_parts);
+    constexpr int CPL = decltype(c)::value;
+    HubWorkspace ws;
+    if (plan.hub.seg > 0) {
+      const size_t slots = static_cast<size_t>(plan.hub.nsegments) * 2 * static_cast<size_t>(C);
+      ws.begin(slots * sizeof(Acc) + (kArg ? slots * sizeof(int64_t) : 0), p.rowptr, p.M, plan.hub.thr, stream);
+      Acc* wsv = ws.payload<Acc>();
+      int64_t* wsa = kArg ? ws.payload<int64_t>(slots * sizeof(Acc)) : nullptr;
+      const dim3 sgrid(static_cast<unsigned>(plan.segment_blocks), static_cast<unsigned>(plan.col_blocks));
+      qspmm_segment_kernel<BITS, I, R, Acc, CPL><<<sgrid, QSpmmTuning::kBlockThreads, 0, stream>>>(
+          p, plan.col_lanes, a.A.nnz, plan.hub.seg, plan.hub.nsegments, wsv, wsa, ws.flag());
+      GS_LAUNCH_CHECK("qspmm_segment_kernel");
+      qspmm_combine_kernel<I, R, Acc><<<static_cast<unsigned>(plan.combine_blocks), QSpmmTuning::kCombineThreads, 0,
+                                        stream>>>(p.rowptr, p.scale, p.Y, p.arg, p.M, C, a.A.nnz, plan.hub.seg,
+                                                  plan.hub.nsegments, wsv, wsa, ws.flag());
+      GS_LAUNCH_CHECK("qspmm_combine_kernel");
+    }
+    const dim3 grid(static_cast<unsigned>(plan.row_blocks), static_cast<unsigned>(plan.col_blocks));
+    qspmm_row_kernel<BITS, I, R, Acc, CPL><<<grid, QSpmmTuning::kBlockThreads, 0, stream>>>(
+        p, plan.col_lanes, plan.edge_parts, plan.hub.row_limit());
+    GS_LAUNCH_CHECK("qspmm_row_kernel");
+    ws.end();
   });
-  GS_LAUNCH_CHECK("qspmm_row_kernel");
 }
 
 inline bool qspmm_has_work(const QSpmmArgs& a) {
