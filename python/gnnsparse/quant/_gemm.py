@@ -92,27 +92,37 @@ def _round_up(x, m):
     return (x + m - 1) // m * m
 
 
-def _torch_linear(a8, w8, sx, sw, kmax):
+def int_matmul(a8, b8, scale, kmax: int = 133_143):
+    """(a8 @ b8) * scale as float32, for torch int8 matrices a8 (M x K) and b8 (K x N) and a float32
+    tensor `scale` of one element (on the same device; no host round trip). Exact int32
+    accumulation through torch._int_mm; K longer than kmax (the int32 overflow guard) is split into
+    chunks summed in int64. On CUDA the operands are padded with zeros to cuBLASLt's int8 shapes
+    (M > 16, K and N multiples of 8) and b8 is made column-major (a transposed view of a row-major
+    N x K matrix is used as is; anything else is copied once)."""
     import torch
 
     M, K = a8.shape
-    N = w8.shape[0]
-    cuda = a8.is_cuda
-    if cuda:  # cuBLASLt int8 constraints: M > 16, K % 8 == 0, N % 8 == 0
+    N = b8.shape[1]
+    if a8.is_cuda:
         Mp, Kp, Np = max(M, 17), _round_up(K, 8), _round_up(N, 8)
-        a8 = _pad(a8, Mp, Kp)
-        w8 = _pad(w8, Np, Kp)
+        a8 = _pad(a8.contiguous() if a8.stride(-1) != 1 else a8, Mp, Kp)
+        b8 = _pad(b8, Kp, Np)
         K = Kp
-    a8, w8 = a8.contiguous(), w8.contiguous()
-    s = (sx[:1] * sw[:1]).to(torch.float32)
+        if not (b8.stride(0) == 1 and b8.stride(1) == b8.shape[0]):
+            b8 = b8.t().contiguous().t()  # column-major: cuBLASLt's fast int8 layout (TN)
+    a8 = a8.contiguous()
     if K <= kmax:
-        acc = torch._int_mm(a8, w8.t())
+        acc = torch._int_mm(a8, b8)
     else:
         chunk = kmax // 8 * 8
-        acc = torch.zeros(a8.shape[0], w8.shape[0], dtype=torch.int64, device=a8.device)
+        acc = torch.zeros(a8.shape[0], b8.shape[1], dtype=torch.int64, device=a8.device)
         for k0 in range(0, K, chunk):
-            acc += torch._int_mm(a8[:, k0:k0 + chunk].contiguous(), w8[:, k0:k0 + chunk].contiguous().t())
-    Y = torch.mul(acc, s)
+            acc += torch._int_mm(a8[:, k0:k0 + chunk].contiguous(), b8[k0:k0 + chunk])
+    Y = torch.mul(acc, scale.reshape(1).to(torch.float32))
     if Y.dtype != torch.float32:
         Y = Y.to(torch.float32)
     return Y[:M, :N] if Y.shape != (M, N) else Y
+
+
+def _torch_linear(a8, w8, sx, sw, kmax):
+    return int_matmul(a8, w8.t(), sx[:1] * sw[:1], kmax)
