@@ -118,9 +118,11 @@ def int_matmul(a8, b8, scale, kmax: int = 133_143):
         acc = torch.zeros(a8.shape[0], b8.shape[1], dtype=torch.int64, device=a8.device)
         for k0 in range(0, K, chunk):
             acc += torch._int_mm(a8[:, k0:k0 + chunk].contiguous(), b8[k0:k0 + chunk])
-    Y = torch.mul(acc, scale.reshape(1).to(torch.float32))
-    if Y.dtype != torch.float32:
-        Y = Y.to(torch.float32)
+    scale = scale.reshape(1).to(torch.float32)
+    if acc.is_cuda:  # one elementwise kernel: int32 (or int64) in, float32 out
+        Y = torch.mul(acc, scale)
+    else:  # the CPU's promoting multiply is not vectorized: convert, then scale in place
+        Y = acc.to(torch.float32).mul_(scale)
     return Y[:M, :N] if Y.shape != (M, N) else Y
 
 
