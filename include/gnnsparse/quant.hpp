@@ -34,7 +34,8 @@
 //     (s >= 0, so max of s q is s times max of q); the result equals the reference computed on the
 //     dequantized inputs exactly for sum / max / min (within one rounding for mean).
 //   SpMM with edge weights (A's values, or per-head weights W): messages w_k * q (float32), summed
-//     in edge order (or max / min of them), Y = s * acc (mean: / deg).
+//     in a fixed order (edge order within a lane's part of the row, parts merged by a fixed tree)
+//     or their max / min, Y = s * acc (mean: / deg).
 //   SDDMM dot: E = fl32(fl32(s_X * s_Y) * fl32(acc)), acc = sum_f qx * qy in int32 while
 //     F * qmax_X * qmax_Y fits (F <= 133,143 for int8 x int8), else int64 -- the integer dot is
 //     exact; E is the reference on dequantized inputs within two roundings.
