@@ -381,13 +381,19 @@ class CSR:
         key = (place, val_dtype)
         hit = self._views.get(key)
         stamp = self._stamp() if self._torch else None
-        if hit is not None and hit[2] == stamp:
+        if hit is not None and hit[1] == stamp:
             return hit[0]
         rowptr, col, val = self._arrays_at(b, place, like, val_dtype)
         view = b.view(rowptr, col, val, self.shape[0], self.shape[1], self.nnz, self.max_degree())
+        view.keep = (rowptr, col, val)  # the view holds raw addresses: it keeps their arrays alive
         # CuPy / dpnp values cast to another dtype are not kept: their source may change unseen
         if self.kind == "numpy" or self._torch or val is self.val:
-            self._views[key] = (view, (rowptr, col, val), stamp)
+            # two threads may build the view at once: both keep working with their own (alive
+            # through .keep); the first one stored is the one the cache hands out
+            hit = self._views.setdefault(key, (view, stamp))
+            if hit[1] == stamp:
+                return hit[0]
+            self._views[key] = (view, stamp)
         else:
-            view.keep = (rowptr, col, val)
+            view.transient = True  # built for this call: a backend may have to wait before freeing
         return view

@@ -42,25 +42,23 @@ void fusedmm_csr_sg(const I *rowptr, const I *col, const T *val, const T *X, con
   T acc[V];
 #pragma unroll
   for (int v = 0; v < V; ++v) acc[v] = T(0);
-  T m = T(0), s = T(0);
+  T m = -std::numeric_limits<T>::infinity(), s = T(0);
   for (long k = b; k < e; ++k) {
     const long j = long(col[k]);
     T w = sg_score<T, OP, SG>(sg, lane, X, Y, i, j, h, H, F);
     if constexpr (EF == EdgeFn::softmax) {
-      T p;
-      if (k == b) {
-        m = w;
-        p = T(1);
-      } else if (w > m) {
-        const T scale = sycl::exp(m - w);
+      // online softmax: m is the running max (fmax skips a NaN score), and every score goes through
+      // exp(w - m), so a NaN, or an infinity that makes w - m NaN, turns the row NaN as
+      // exp(e - max(e)) does (ops.hpp)
+      const T mn = sycl::fmax(m, w);
+      if (mn != m) {
+        const T scale = sycl::exp(m - mn);
         s *= scale;
 #pragma unroll
         for (int v = 0; v < V; ++v) acc[v] *= scale;
-        m = w;
-        p = T(1);
-      } else {
-        p = sycl::exp(w - m);
+        m = mn;
       }
+      const T p = sycl::exp(w - m);
       s += p;
       w = p;
     } else {
