@@ -94,11 +94,16 @@ def from_torch_sparse(S, *, cls=None, validate: bool = True):
     C = _csr_class(cls)
     if not _is_torch(S) or S.layout not in (torch.sparse_csr, torch.sparse_coo):
         raise TypeError(f"expected a torch sparse CSR or COO tensor, got {getattr(S, 'layout', type(S).__name__)}")
+    if S.layout == torch.sparse_coo:
+        S = S.coalesce()  # duplicate entries are summed, as torch defines them
     if S.dim() != 2 or S.values().dim() != 1:
         raise ValueError(f"expected a 2-D sparse matrix with scalar values, got shape {tuple(S.shape)} "
                          f"with values of shape {tuple(S.values().shape)}")
-    if S.layout == torch.sparse_coo:
-        S = S.coalesce().to_sparse_csr()
+    if S.layout == torch.sparse_coo:  # coalesced: sorted by row, then column
+        rows, cols = S.indices()
+        rowptr = torch.zeros(S.shape[0] + 1, dtype=torch.int64, device=rows.device)
+        rowptr[1:] = torch.cumsum(torch.bincount(rows, minlength=S.shape[0]), 0)
+        return C(rowptr, cols, S.values(), tuple(S.shape), validate=validate)
     return C(S.crow_indices(), S.col_indices(), S.values(), tuple(S.shape), validate=validate)
 
 

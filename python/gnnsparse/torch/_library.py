@@ -171,6 +171,8 @@ def _segment_sum_by_key(key: Tensor, src: Tensor, size: int) -> Tensor:
     order = torch.argsort(key, stable=True)
     bounds = torch.arange(size + 1, device=key.device, dtype=key.dtype)
     ptr = torch.searchsorted(key.index_select(0, order), bounds)
+    if max(size, key.shape[0]) <= 2**31 - 1:  # the int32 kernels, like the graphs' own
+        ptr, order = ptr.to(torch.int32), order.to(torch.int32)
     return spmm_op(ptr, order, None, None, None, None, src.reshape(-1, 1), "sum")[0].reshape(size)
 
 
