@@ -197,11 +197,17 @@ def _spmm_backward(ctx, dY, darg):
     M, C = arg.shape
     K, nnz = X.shape[0], col.shape[0]
     valid = arg >= 0
-    k = arg.clamp_min(0)
-    j = col.to(torch.int64).index_select(0, k.reshape(-1)).reshape(M, C)
+    k = torch.where(valid, arg, nnz)  # empty rows point at a padding entry (masked below)
+    col_p = torch.cat([col.to(torch.int64), col.new_zeros(1, dtype=torch.int64)])
+    j = col_p.index_select(0, k.reshape(-1)).reshape(M, C)
     g = torch.where(valid, dY, torch.zeros((), dtype=dY.dtype, device=dY.device))
     if want_x:
-        msg = g if val is None else g * _val_for(val, X).index_select(0, k.reshape(-1)).reshape(M, C).to(g.dtype)
+        if val is None:
+            msg = g
+        else:
+            v = _val_for(val, X)
+            v = torch.cat([v, v.new_zeros(1)]).index_select(0, k.reshape(-1)).reshape(M, C)
+            msg = g * v.to(g.dtype)
         cidx = torch.arange(C, device=arg.device, dtype=torch.int64)
         key = torch.where(valid, j * C + cidx, K * C).reshape(-1)
         dX = _segment_sum_by_key(key, msg, K * C + 1)[: K * C].reshape(K, C)

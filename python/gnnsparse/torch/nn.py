@@ -13,6 +13,7 @@ matrix (rows are targets).
 """
 from __future__ import annotations
 
+import collections
 import math
 import weakref
 from typing import Optional, Tuple, Union
@@ -84,16 +85,26 @@ def _stamp(t: Optional[Tensor]):
         return False
 
 
-def _derived(g: GraphTensors, key: tuple, make):
-    """make(g), kept per graph (anchored on its col tensor) for inputs that carry no gradient."""
+def _derived(g: GraphTensors, key: tuple, make, *inputs: Optional[Tensor]):
+    """make(g), kept per graph (anchored on its col tensor) for inputs that carry no gradient.
+
+    Keyed by the addresses and version counters of g.val and `inputs`; the entry holds those
+    tensors, so their addresses cannot be reused while it is kept. At most 8 entries per graph."""
     store = _DERIVED.get(g.col)
     if store is None:
-        store = _DERIVED.set(g.col, {})
-    full = key + (_stamp(g.val), g.rowptr.data_ptr())
+        store = _DERIVED.set(g.col, collections.OrderedDict())
+    stamps = tuple(_stamp(t) for t in (g.val, g.rowptr) + inputs)
+    if False in stamps:  # inference tensors: no version counter, nothing kept
+        return make(g)
+    full = key + stamps
     hit = store.get(full)
     if hit is None:
-        hit = store[full] = make(g)
-    return hit
+        hit = store[full] = ((g.val, g.rowptr) + inputs, make(g))
+        if len(store) > 8:
+            store.popitem(last=False)
+    else:
+        store.move_to_end(full)
+    return hit[1]
 
 
 def _kept_edges(g: GraphTensors) -> GraphTensors:
@@ -159,10 +170,8 @@ class GCNConv(torch.nn.Module):
 
         if edge_weight is not None and (edge_weight.requires_grad and torch.is_grad_enabled()):
             return make(g, edge_weight)
-        if edge_weight is not None:
-            return _derived(g.with_val(gf._values(g, edge_weight, None)), ("gcn", self.improved,
-                            self.add_self_loops, dtype, "w"), make)
-        return _derived(g, ("gcn", self.improved, self.add_self_loops, dtype), make)
+        return _derived(g, ("gcn", self.improved, self.add_self_loops, dtype),
+                        lambda base: make(base, edge_weight), edge_weight)
 
     def forward(self, x: Tensor, edge_index, edge_weight: Optional[Tensor] = None) -> Tensor:
         if isinstance(x, (tuple, list)):
