@@ -15,8 +15,11 @@ from gnnsparse import _graph  # noqa: E402
 from gnnsparse._graph import GraphMethods  # noqa: E402
 
 
-class Graph(GraphMethods, gs.CSR):
-    """gnnsparse.CSR with the graph methods (what CSR itself becomes)."""
+if issubclass(gs.CSR, GraphMethods):
+    Graph = gs.CSR
+else:
+    class Graph(GraphMethods, gs.CSR):
+        """gnnsparse.CSR with the graph methods (what CSR itself becomes)."""
 
 
 D = torch.float64

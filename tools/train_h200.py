@@ -188,9 +188,13 @@ def _layer_case(name, make, n, e, in_ch, seed, reps, frameworks=("gnnsparse", "p
             peak = peak_memory() - before
             out[fw] = dict(ms=ms, extra_gib=peak / GIB)
             log(f"  {name:28s} {fw:9s} {ms:9.2f} ms  extra peak {peak / GIB:7.2f} GiB")
-        except torch.cuda.OutOfMemoryError as err:
-            out[fw] = dict(ms=None, extra_gib=None, error="out of memory")
-            log(f"  {name:28s} {fw:9s} OUT OF MEMORY ({str(err).splitlines()[0][:100]})")
+        except (torch.cuda.OutOfMemoryError, RuntimeError) as err:
+            msg = str(err).splitlines()[0][:160]
+            oom = isinstance(err, torch.cuda.OutOfMemoryError) or "out of memory" in msg.lower()
+            out[fw] = dict(ms=None, extra_gib=None, error="out of memory" if oom else msg)
+            log(f"  {name:28s} {fw:9s} {'OUT OF MEMORY' if oom else 'FAILED'} ({msg})")
+            if fw == "gnnsparse" and not oom:
+                raise
         del layer, graph
         x.grad = None
         fresh_memory()
@@ -294,7 +298,8 @@ def print_table(results: dict):
             cells = []
             for fw in ("gnnsparse", "pyg"):
                 c = r.get(fw, {})
-                cells.append("-" if not c else ("OOM" if c.get("error") else f"{c['ms']:8.2f} | {c['extra_gib']:6.2f}"))
+                cells.append("-" if not c else (("OOM" if c["error"] == "out of memory" else "error") if c.get("error")
+                                                else f"{c['ms']:8.2f} | {c['extra_gib']:6.2f}"))
             log(f"  {name:32s}{cells[0]:>30s}{cells[1]:>30s}")
     bw = results.get("backward")
     if bw:
