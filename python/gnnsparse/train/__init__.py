@@ -208,7 +208,7 @@ def _print(console, text):
 
 
 def _gib(b):
-    return "-" if b is None else f"{b / 2**30:.2f} GiB"
+    return "-" if b is None else f"{b / 2**30:.2f}"
 
 
 def _table(console, results: dict, runs: int):
@@ -218,15 +218,15 @@ def _table(console, results: dict, runs: int):
         det = "-" if runs < 2 else ("bitwise" if all(x.loss_bits == r.loss_bits for x in rs) else "differ")
         rows.append((fw, r.model, f"{r.median_epoch_ms:.2f}", f"{100 * r.best_val_test:.2f}",
                      f"{100 * r.test_acc[-1]:.2f}", _gib(r.peak_mem), _gib(r.extra_mem), det))
-    head = ("framework", "model", "epoch ms", "test % @best val", "test % last", "peak mem", "extra mem",
-            "2 runs equal")
+    head = ("framework", "model", "ms/epoch", "test%", "last%", "peak GiB", "extra", "2 runs")
     if console is not None:
         from rich.table import Table
 
-        tab = Table(title="training summary: median epoch time (train step), test accuracy at the best validation "
-                    "epoch and at the last, peak / extra GPU memory, loss sequences of two seeded runs")
+        tab = Table(title="training summary", caption="ms/epoch: median train step; test%: test accuracy at the "
+                    "best validation epoch, last%: at the last epoch; peak / extra: GPU memory (GiB) at the peak and "
+                    "above the data; 2 runs: loss sequences of two seeded runs")
         for h in head:
-            tab.add_column(h, justify="right" if h not in ("framework", "model") else "left")
+            tab.add_column(h, justify="right" if h not in ("framework", "model") else "left", no_wrap=True)
         for row in rows:
             tab.add_row(*row)
         console.print(tab)
