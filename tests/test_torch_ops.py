@@ -72,7 +72,8 @@ def test_spmm_forward_matches_reference(device, reduce):
 def test_sddmm_and_fusedmm_forward_match_reference(device):
     A, _ = small_graph(2, device=device)
     n = 9
-    X, Y = torch.randn(n, 2, 4, dtype=torch.float64, device=device), torch.randn(n, 2, 4, dtype=torch.float64, device=device)
+    X = torch.randn(n, 2, 4, dtype=torch.float64, device=device)
+    Y = torch.randn(n, 2, 4, dtype=torch.float64, device=device)
     a, b = torch.randn(n, 2, dtype=torch.float64, device=device), torch.randn(n, 2, dtype=torch.float64, device=device)
     Z = torch.randn(n, 2, 5, dtype=torch.float64, device=device)
     np.testing.assert_allclose(_np(gst.sddmm(A, X, Y, "dot")), ref.sddmm(A, _np(X), _np(Y), "dot"), rtol=1e-12)
@@ -223,8 +224,8 @@ def test_compile_fullgraph_no_graph_breaks(sycl):
         return h.square().sum() + e.sum() + o.square().sum() + p.sum()
 
     torch.manual_seed(0)
-    ins = [torch.randn(n, 4, dtype=D), torch.randn(n, 2, dtype=D), torch.randn(n, 2, dtype=D), torch.randn(n, 2, 3, dtype=D),
-           torch.rand(g.nnz, dtype=D)]
+    ins = [torch.randn(n, 4, dtype=D), torch.randn(n, 2, dtype=D), torch.randn(n, 2, dtype=D),
+           torch.randn(n, 2, 3, dtype=D), torch.rand(g.nnz, dtype=D)]
     eager = [t.clone().requires_grad_() for t in ins]
     comp = [t.clone().requires_grad_() for t in ins]
     torch._dynamo.reset()
@@ -292,7 +293,8 @@ def test_half_precision_features_on_cuda(dtype):
     dt = getattr(torch, dtype)
     A, _ = small_graph(13, n=200, e=3000, device="cuda")
     X = torch.randn(200, 32, device="cuda")
-    a, b, Z = torch.randn(200, 4, device="cuda"), torch.randn(200, 4, device="cuda"), torch.randn(200, 4, 16, device="cuda")
+    a, b = torch.randn(200, 4, device="cuda"), torch.randn(200, 4, device="cuda")
+    Z = torch.randn(200, 4, 16, device="cuda")
     tol = dict(rtol=2e-2, atol=2e-2) if dtype == "float16" else dict(rtol=8e-2, atol=8e-2)
     for f in (lambda X, a, b, Z: gst.spmm(A, X, "mean"), lambda X, a, b, Z: gst.spmm(A, X, "max"),
               lambda X, a, b, Z: gst.fusedmm(A, a, b, Z, "add", "leaky_relu_softmax")):

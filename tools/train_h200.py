@@ -122,7 +122,8 @@ def section_check(small: bool) -> dict:
     for edge in gst.EDGE_FUNCTIONS:
         assert torch.autograd.gradcheck(lambda a, Z: gst.fusedmm(A, a, a, Z, "add", edge), (a, Z), fast_mode=True)
     out["gradcheck"] = "ok"
-    log(f"check: {DEV.type} layers match PyG (max abs diff {max(v for v in out.values() if isinstance(v, float)):.2e}), "
+    worst = max(v for v in out.values() if isinstance(v, float))
+    log(f"check: {DEV.type} layers match PyG (max abs diff {worst:.2e}), "
         "fp64 gradcheck of spmm (4 reductions) and fusedmm (5 edge functions) passed")
     return out
 
@@ -149,8 +150,9 @@ def section_train(small: bool, epochs: int, models) -> dict:
                 peak_gib=(r.peak_mem or 0) / GIB, extra_gib=(r.extra_mem or 0) / GIB,
                 deterministic=runs[0].loss_bits == runs[1].loss_bits,
                 epoch_ms_run2=runs[1].median_epoch_ms, losses=[runs[0].losses, runs[1].losses])
+            same = "bitwise equal" if res[f"{model}/{fw}"]["deterministic"] else "DIFFER"
             log(f"  {model:4s} {fw:9s} {r.median_epoch_ms:8.2f} ms/epoch  test {100 * r.best_val_test:5.2f}%  "
-                f"peak {(r.peak_mem or 0) / GIB:6.2f} GiB  2 runs {'bitwise equal' if res[f'{model}/{fw}']['deterministic'] else 'DIFFER'}")
+                f"peak {(r.peak_mem or 0) / GIB:6.2f} GiB  2 runs {same}")
         del t
     return res
 
@@ -161,7 +163,7 @@ def _layer_case(name, make, n, e, in_ch, seed, reps, frameworks=("gnnsparse", "p
     import torch_geometric.nn as pnn
 
     out = {}
-    base_mem = fresh_memory()
+    fresh_memory()
     ei = random_edges(n, e, seed)
     x = torch.randn(n, in_ch, device=DEV, requires_grad=True)
     for fw in frameworks:
@@ -195,10 +197,10 @@ def _layer_case(name, make, n, e, in_ch, seed, reps, frameworks=("gnnsparse", "p
             log(f"  {name:28s} {fw:9s} {'OUT OF MEMORY' if oom else 'FAILED'} ({msg})")
             if fw == "gnnsparse" and not oom:
                 raise
-        del layer, graph
+        layer = graph = None  # free before the next framework (the closure sees the same names)
         x.grad = None
         fresh_memory()
-    del ei, x
+    ei = x = None
     fresh_memory()
     return out
 
@@ -262,7 +264,7 @@ def section_backward(small: bool) -> dict:
             res[f"{label}/{mode}"] = dict(ms=ms, extra_gib=peak)
             log(f"  GAT layer {label:8s} {mode:16s} {ms:9.2f} ms  extra peak {peak:6.2f} GiB")
         gst.set_fusedmm_backward("recompute")
-        del layer, A, ei, x
+        layer = A = ei = x = None
         fresh_memory()
     return res
 
@@ -338,7 +340,8 @@ def main(argv=None) -> int:
         log("torch_geometric is not installed: the comparison needs it")
         return 2
     epochs = args.epochs or (3 if args.smoke else 200)
-    log(f"{torch.cuda.get_device_name() if DEV.type == 'cuda' else 'CPU dry run'} | torch {torch.__version__} | PyG {pyg_version} | "
+    where = torch.cuda.get_device_name() if DEV.type == "cuda" else "CPU dry run"
+    log(f"{where} | torch {torch.__version__} | PyG {pyg_version} | "
         f"fused GAT kernel: {gst.kernel_has_edge('leaky_relu_softmax')} | {time.strftime('%Y-%m-%d %H:%M %Z')}")
     results, failed = {"smoke": args.smoke, "epochs": epochs}, []
     t_all = time.perf_counter()

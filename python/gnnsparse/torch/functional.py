@@ -38,7 +38,8 @@ def _check_dense(name, x, dtype=None):
 def _same_device(x, **others):
     for name, t in others.items():
         if t.device != x.device:
-            raise ValueError(f"X is on {x.device} but {name} is on {t.device}; all dense inputs must live on one device")
+            raise ValueError(f"X is on {x.device} but {name} is on {t.device}; all dense inputs must live on one "
+                             "device")
 
 
 def _values(g: GraphTensors, edge_weight: Optional[Tensor], val: Optional[Tensor]) -> Optional[Tensor]:
