@@ -270,8 +270,8 @@ def section_backward(small: bool) -> dict:
 
 
 def print_table(results: dict):
-    log("\n" + "=" * 100)
-    log(f"{'':34s}{'gnnsparse':>30s}{'PyG':>30s}")
+    log("\n" + "=" * 110)
+    log(f"{'':34s}{'gnnsparse':>36s}{'PyG':>36s}")
     tr = results.get("train", {})
     models = sorted({k.split('/')[0] for k in tr}, key=["gcn", "gat", "sage"].index)
     if models:
@@ -288,7 +288,7 @@ def print_table(results: dict):
                 ratio = f"  speedup {b['epoch_ms'] / a['epoch_ms']:.2f}x"
                 if b["peak_gib"] > 0:
                     ratio += f", memory {a['peak_gib'] / b['peak_gib']:.2f}x"
-            log(f"  {m:32s}{cells[0]:>30s}{cells[1]:>30s}{ratio}")
+            log(f"  {m:32s}{cells[0]:>36s}{cells[1]:>36s}{ratio}")
     for sec in ("layers", "products"):
         rs = results.get(sec)
         if not rs:
@@ -302,7 +302,7 @@ def print_table(results: dict):
                 c = r.get(fw, {})
                 cells.append("-" if not c else (("OOM" if c["error"] == "out of memory" else "error") if c.get("error")
                                                 else f"{c['ms']:8.2f} | {c['extra_gib']:6.2f}"))
-            log(f"  {name:32s}{cells[0]:>30s}{cells[1]:>30s}")
+            log(f"  {name:32s}{cells[0]:>36s}{cells[1]:>36s}")
     bw = results.get("backward")
     if bw:
         log(f"GAT layer 128->4x32 forward + backward (fused leaky_relu_softmax kernel in this build: "
@@ -310,7 +310,7 @@ def print_table(results: dict):
         for k, v in bw.items():
             if isinstance(v, dict):
                 log(f"  {k:32s}{v['ms']:9.2f} ms  {v['extra_gib']:6.2f} GiB")
-    log("=" * 100)
+    log("=" * 110)
 
 
 def main(argv=None) -> int:

@@ -67,9 +67,11 @@ def _csr(rowptr: Tensor, col: Tensor, val: Optional[Tensor], num_cols: int, cach
     """A gnnsparse.CSR over these tensors (trusted: built by graph.build or by the ops below).
 
     Kept on the `col` tensor itself (so it lives exactly as long as the graph), keyed by the
-    addresses and version counters of the arrays: the CSR holds rowptr and val, so their addresses
-    cannot be reused while it is kept, and an in-place change bumps a version. At most two value
-    arrays per pattern are kept; per-call values pass cache=False."""
+    addresses and version counters of the arrays: the CSR holds (aliases of) rowptr and val, so
+    their addresses cannot be reused while it is kept, and an in-place change bumps the shared
+    version counter. The CSR holds aliases, not `col` itself, so no reference cycle keeps a dead
+    graph's memory waiting for the garbage collector. At most three value arrays per pattern are
+    kept; per-call values pass cache=False."""
     shape = (rowptr.shape[0] - 1, int(num_cols))
     if not cache:
         return gs.CSR(rowptr, col, val, shape, validate=False)
@@ -82,7 +84,8 @@ def _csr(rowptr: Tensor, col: Tensor, val: Optional[Tensor], num_cols: int, cach
         store = col.__dict__["_gnnsparse_csr"] = collections.OrderedDict()
     A = store.get(key)
     if A is None:
-        A = store[key] = gs.CSR(rowptr, col, val, shape, validate=False)
+        A = store[key] = gs.CSR(rowptr.detach(), col.detach(), None if val is None else val.detach(), shape,
+                                validate=False)
         if len(store) > 3:
             store.popitem(last=False)
     else:
