@@ -1,18 +1,25 @@
 // bench_cuda: gnnsparse CUDA kernels against cuSPARSE, same process, same inputs.
 //
 //   bench_cuda [--suite grid|graphs|all] [--csv out.csv] [--json out.json] [--reps 50]
-//              [--max-grid-nnz N] [--products]
+//              [--max-grid-nnz N] [--products] [--no-grid-fused] [--copy-gbs G]
 //
-// Method (../shared/BENCHMARKS.md): every result is verified (ours against cuSPARSE, max error
-// relative to the output's magnitude) before it is timed; each timing is the median of --reps
-// launches, each between two cudaEvents, after 3 warm-up launches; L2 is flushed (128 MB
-// memset) before every timed launch, for ours and cuSPARSE alike. Inputs are generated on the GPU
-// (hash-based, seeded): the seed-000 grid places each nonzero with probability `density`
-// (sorted rows); graphs have uniformly random columns sorted within rows (cub segmented sort);
-// the power-law graph has Zipf(1) row degrees (largest > 10^5) with rows shuffled.
-// Bytes model: CSR read once (rowptr + col + val) + gathered rows (each nonzero's X row from
-// DRAM, or X once when X fits in the 50 MB of L2) + output written once; reported against the
-// 4270 GB/s device copy bandwidth measured on the H200 (2026-11-29).
+// Method: every result is verified (ours against cuSPARSE, or FusedMM against our SDDMM followed
+// by our SpMM; max error relative to the output's magnitude) before it is timed; each timing is
+// the median of --reps launches, each between two cudaEvents, after 3 warm-up launches; L2 is
+// flushed (128 MB memset) before every timed launch, for ours and the reference alike. Ours is
+// run twice and compared bitwise. Inputs are generated on the GPU (hash-based, seeded): the grid
+// suite places each nonzero with probability `density` (sorted rows); graphs have uniformly
+// random columns sorted within rows (cub segmented sort); the power-law graph has Zipf(1) row
+// degrees (largest > 10^5) with rows shuffled.
+//
+// What each row prints:
+//   ratio  = reference time / ours (> 1: ours is faster); the reference is cuSPARSE (SpMM: the
+//            fastest of CSR_ALG1/2/3, named) or, for FusedMM, our SDDMM followed by our SpMM.
+//   floor  = the time to move the bytes the op must move at this device's copy bandwidth, and
+//            ours as % of it (100 % = at the floor). Bytes: CSR read once (rowptr + col [+ val])
+//            + gathered rows (each nonzero's row of X from DRAM, or X once when it fits in L2)
+//            + output written once. The copy bandwidth is measured at start (device-to-device
+//            cudaMemcpy of 1 GiB, read + write bytes, median of 20), or given with --copy-gbs.
 #include <cuda_runtime.h>
 #include <cusparse.h>
 #include <cub/device/device_scan.cuh>
@@ -31,6 +38,7 @@
 
 #include "gnnsparse/cuda.hpp"
 
+using gnnsparse::CsrView;
 using gnnsparse::DType;
 using gnnsparse::EdgeFn;
 using gnnsparse::IType;
@@ -54,8 +62,8 @@ using gnnsparse::SddmmOp;
     }                                                                                          \
   } while (0)
 
-static constexpr double kCopyGBs = 4270.0;
-static constexpr double kL2Bytes = 50e6;
+static double g_copy_gbs = 0;  // device copy bandwidth (read + write), GB/s
+static double g_l2_bytes = 0;  // L2 size of the device
 
 // ---- generation -----------------------------------------------------------------------------
 
@@ -284,6 +292,33 @@ static bool same_bits(const void* a, const void* b, int64_t bytes) {
   return h == 0;
 }
 
+// Device-to-device copy of 1 GiB, read + write bytes over the median time of 20 copies.
+static double copy_bandwidth_gbs() {
+  const size_t bytes = size_t(1) << 30;
+  void *a, *b;
+  CK(cudaMalloc(&a, bytes));
+  CK(cudaMalloc(&b, bytes));
+  CK(cudaMemset(a, 1, bytes));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::vector<float> t(20);
+  for (int w = 0; w < 3; ++w) CK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice));
+  for (auto& ms : t) {
+    CK(cudaEventRecord(e0));
+    CK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice));
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+  }
+  std::sort(t.begin(), t.end());
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  CK(cudaFree(a));
+  CK(cudaFree(b));
+  return 2.0 * double(bytes) / (t[t.size() / 2] * 1e6);
+}
+
 // ---- results --------------------------------------------------------------------------------
 
 struct Row {
@@ -296,14 +331,17 @@ struct Row {
 };
 static std::vector<Row> g_rows;
 
+static double floor_us(const Row& r) { return r.bytes / (g_copy_gbs * 1e3); }
+
 static void report(const Row& r) {
   const double gbs = r.bytes / (r.ours_us * 1e3);
   const double gf = r.flops / (r.ours_us * 1e3);
-  printf("%-6s %-28s %-8s nnz=%10lld N=%4lld  ours %10.1f us  ref %10.1f us (%-10s)  x%6.2f  %7.0f GB/s (%4.0f%%)  %8.0f GFLOP/s  err %.1e %s%s\n",
+  char ratio[16] = "       -";
+  if (r.ref_us > 0) snprintf(ratio, sizeof ratio, "%7.2fx", r.ref_us / r.ours_us);
+  printf("%-6s %-28s %-8s nnz=%10lld N=%4lld  ours %10.1f us  ref %10.1f us (%-10s) %s  floor %9.1f us (%4.0f%%)  %7.0f GB/s  %8.0f GFLOP/s  err %.1e %s%s\n",
          r.suite.c_str(), r.name.c_str(), r.op.c_str(), (long long)r.nnz, (long long)r.N,
-         r.ours_us, r.ref_us, r.ref_name.c_str(), r.ref_us > 0 ? r.ref_us / r.ours_us : 0.0, gbs,
-         100.0 * gbs / kCopyGBs, gf, r.err, r.ok ? "ok" : "MISMATCH",
-         r.bitwise_ours ? "" : " NONDETERMINISTIC");
+         r.ours_us, r.ref_us, r.ref_name.c_str(), ratio, floor_us(r), 100.0 * floor_us(r) / r.ours_us,
+         gbs, gf, r.err, r.ok ? "ok" : "MISMATCH", r.bitwise_ours ? "" : " NONDETERMINISTIC");
   fflush(stdout);
   g_rows.push_back(r);
 }
@@ -422,6 +460,63 @@ static double cusparse_sddmm(CuSparse& cs, Timer& tm, const Csr& A, const float*
   return t;
 }
 
+// ---- ours -----------------------------------------------------------------------------------
+
+// fp32 features, int32 indices; max_degree unknown (-1), as a caller that does not scan rowptr.
+static CsrView view(const Csr& A, const float* val) {
+  CsrView v;
+  v.itype = IType::i32;
+  v.rowptr = A.rowptr;
+  v.col = A.col;
+  v.val = val;
+  v.M = A.M;
+  v.K = A.K;
+  v.nnz = A.nnz;
+  return v;
+}
+static void our_spmm(const Csr& A, const float* val, Reduce reduce, const float* X, float* Y,
+                     int64_t* arg, int64_t N) {
+  gnnsparse::SpmmArgs a;
+  a.A = view(A, val);
+  a.dtype = DType::f32;
+  a.reduce = reduce;
+  a.X = X;
+  a.Y = Y;
+  a.arg = arg;
+  a.C = N;
+  gnnsparse::cuda::spmm(a, 0);
+}
+static void our_sddmm_dot(const Csr& A, const float* X, const float* Y, float* E, int64_t F) {
+  gnnsparse::SddmmArgs a;
+  a.A = view(A, nullptr);
+  a.dtype = DType::f32;
+  a.op = SddmmOp::dot;
+  a.X = X;
+  a.Y = Y;
+  a.E = E;
+  a.H = 1;
+  a.F = F;
+  gnnsparse::cuda::sddmm(a, 0);
+}
+// dot -> edge -> SpMM over Z, unweighted, one head, F = D = N.
+static void our_fused_dot(const Csr& A, EdgeFn edge, const float* X, const float* Y,
+                          const float* Z, float* out, int64_t N) {
+  gnnsparse::FusedArgs a;
+  a.A = view(A, nullptr);
+  a.dtype = DType::f32;
+  a.op = SddmmOp::dot;
+  a.edge = edge;
+  a.slope = 0.2f;
+  a.X = X;
+  a.Y = Y;
+  a.Z = Z;
+  a.out = out;
+  a.H = 1;
+  a.F = N;
+  a.D = N;
+  gnnsparse::cuda::fusedmm(a, 0);
+}
+
 // ---- cases ----------------------------------------------------------------------------------
 
 static double csr_bytes(const Csr& A, bool val) {
@@ -429,7 +524,7 @@ static double csr_bytes(const Csr& A, bool val) {
 }
 static double gather_bytes(int64_t rows, int64_t nnz, int64_t width) {
   const double whole = double(rows) * width * 4.0;
-  return whole <= kL2Bytes ? whole : double(nnz) * width * 4.0;
+  return whole <= g_l2_bytes ? whole : double(nnz) * width * 4.0;
 }
 
 static void bench_spmm(const std::string& suite, const std::string& name, CuSparse& cs, Timer& tm,
@@ -438,13 +533,9 @@ static void bench_spmm(const std::string& suite, const std::string& name, CuSpar
   float* Y = dalloc(A.M * N);
   float* Y2 = dalloc(A.M * N);
   float* Yr = dalloc(A.M * N);
-  auto ours = [&] {
-    gnnsparse::cuda::spmm(DType::f32, IType::i32, Reduce::sum, A.rowptr, A.col, A.val, X, Y,
-                          nullptr, A.M, A.K, N, A.nnz, 0, -1);
-  };
+  auto ours = [&] { our_spmm(A, A.val, Reduce::sum, X, Y, nullptr, N); };
   ours();
-  gnnsparse::cuda::spmm(DType::f32, IType::i32, Reduce::sum, A.rowptr, A.col, A.val, X, Y2,
-                        nullptr, A.M, A.K, N, A.nnz, 0, -1);
+  our_spmm(A, A.val, Reduce::sum, X, Y2, nullptr, N);
   CK(cudaDeviceSynchronize());
   Row r{suite, name, "spmm", A.M, A.K, N, A.nnz, 0, 0, "-", 0, 0, 0, true, true, true};
   r.bitwise_ours = same_bits(Y, Y2, A.M * N * 4);
@@ -463,20 +554,14 @@ static void bench_spmm(const std::string& suite, const std::string& name, CuSpar
     u.op = "spmm_nw";
     u.ref_us = 0;
     u.ref_name = "-";
-    u.ours_us = tm.median_us([&] {
-      gnnsparse::cuda::spmm(DType::f32, IType::i32, Reduce::sum, A.rowptr, A.col, nullptr, X, Y,
-                            nullptr, A.M, A.K, N, A.nnz, 0, -1);
-    });
+    u.ours_us = tm.median_us([&] { our_spmm(A, nullptr, Reduce::sum, X, Y, nullptr, N); });
     u.bytes = csr_bytes(A, false) + gather_bytes(A.K, A.nnz, N) + A.M * N * 4.0;
     report(u);
     int64_t* arg;
     CK(cudaMalloc(&arg, A.M * N * sizeof(int64_t)));
     Row m = u;
     m.op = "spmm_max";
-    m.ours_us = tm.median_us([&] {
-      gnnsparse::cuda::spmm(DType::f32, IType::i32, Reduce::max, A.rowptr, A.col, nullptr, X, Y,
-                            arg, A.M, A.K, N, A.nnz, 0, -1);
-    });
+    m.ours_us = tm.median_us([&] { our_spmm(A, nullptr, Reduce::max, X, Y, arg, N); });
     m.bytes += A.M * N * 8.0;
     report(m);
     cudaFree(arg);
@@ -493,10 +578,7 @@ static void bench_sddmm(const std::string& suite, const std::string& name, CuSpa
   float* Yd = drand(A.K * F, 22 + F);
   float* E = dalloc(A.nnz);
   float* Er = dalloc(A.nnz);
-  auto ours = [&] {
-    gnnsparse::cuda::sddmm(DType::f32, IType::i32, SddmmOp::dot, A.rowptr, A.col, X, Yd, E, A.M,
-                           A.K, A.nnz, 1, F, 0);
-  };
+  auto ours = [&] { our_sddmm_dot(A, X, Yd, E, F); };
   ours();
   CK(cudaDeviceSynchronize());
   Row r{suite, name, "sddmm", A.M, A.K, F, A.nnz, 0, 0, "-", 0, 0, 0, true, true, true};
@@ -525,15 +607,10 @@ static void bench_fused(const std::string& suite, const std::string& name, Timer
   float* O = dalloc(A.M * N);
   float* Or = dalloc(A.M * N);
   float* E = dalloc(A.nnz);
-  auto fused = [&] {
-    gnnsparse::cuda::fusedmm(DType::f32, IType::i32, SddmmOp::dot, edge, 0.2f, A.rowptr, A.col,
-                             nullptr, X, Yd, Z, O, nullptr, A.M, A.K, A.nnz, 1, N, N, 0, -1);
-  };
+  auto fused = [&] { our_fused_dot(A, edge, X, Yd, Z, O, N); };
   auto unfused = [&] {
-    gnnsparse::cuda::sddmm(DType::f32, IType::i32, SddmmOp::dot, A.rowptr, A.col, X, Yd, E, A.M,
-                           A.K, A.nnz, 1, N, 0);
-    gnnsparse::cuda::spmm(DType::f32, IType::i32, Reduce::sum, A.rowptr, A.col, E, Z, Or,
-                          nullptr, A.M, A.K, N, A.nnz, 0, -1);
+    our_sddmm_dot(A, X, Yd, E, N);
+    our_spmm(A, E, Reduce::sum, Z, Or, nullptr, N);
   };
   fused();
   unfused();
@@ -621,7 +698,7 @@ static void write_outputs(const std::string& csv, const std::string& json) {
       fprintf(f, "%s,%s,%s,%lld,%lld,%lld,%lld,%.2f,%.2f,%s,%.3f,%.1f,%.1f,%.1f,%.1f,%.2e,%d,%d,%d\n",
               r.suite.c_str(), r.name.c_str(), r.op.c_str(), (long long)r.M, (long long)r.K,
               (long long)r.N, (long long)r.nnz, r.ours_us, r.ref_us, r.ref_name.c_str(),
-              r.ref_us > 0 ? r.ref_us / r.ours_us : 0.0, gbs, 100 * gbs / kCopyGBs,
+              r.ref_us > 0 ? r.ref_us / r.ours_us : 0.0, gbs, 100 * gbs / g_copy_gbs,
               r.flops / (r.ours_us * 1e3), r.ref_us > 0 ? r.flops / (r.ref_us * 1e3) : 0.0, r.err,
               r.ok, r.bitwise_ours, r.bitwise_ref);
     }
@@ -652,17 +729,17 @@ static void write_outputs(const std::string& csv, const std::string& json) {
     if (!f) { perror("json"); return; }
     cudaDeviceProp p;
     cudaGetDeviceProperties(&p, 0);
-    fprintf(f, "{\n  \"device\": \"%s\",\n  \"copy_bandwidth_GBs\": %.0f,\n  \"geomean\": {", p.name, kCopyGBs);
+    fprintf(f, "{\n  \"device\": \"%s\",\n  \"copy_bandwidth_GBs\": %.0f,\n  \"geomean\": {", p.name, g_copy_gbs);
     for (size_t i = 0; i < gs.size(); ++i)
       fprintf(f, "%s\n    \"%s\": {\"speedup\": %.4f, \"cases\": %d}", i ? "," : "", gs[i].key.c_str(),
               std::exp(gs[i].s / gs[i].n), gs[i].n);
     fprintf(f, "\n  },\n  \"rows\": [");
     for (size_t i = 0; i < g_rows.size(); ++i) {
       auto& r = g_rows[i];
-      fprintf(f, "%s\n    {\"suite\": \"%s\", \"case\": \"%s\", \"op\": \"%s\", \"M\": %lld, \"K\": %lld, \"N\": %lld, \"nnz\": %lld, \"ours_us\": %.2f, \"ref_us\": %.2f, \"ref\": \"%s\", \"GBs\": %.1f, \"GFLOPs\": %.1f, \"rel_err\": %.3e, \"ok\": %s, \"ours_bitwise\": %s, \"ref_bitwise\": %s}",
+      fprintf(f, "%s\n    {\"suite\": \"%s\", \"case\": \"%s\", \"op\": \"%s\", \"M\": %lld, \"K\": %lld, \"N\": %lld, \"nnz\": %lld, \"ours_us\": %.2f, \"ref_us\": %.2f, \"ref\": \"%s\", \"GBs\": %.1f, \"floor_us\": %.2f, \"GFLOPs\": %.1f, \"rel_err\": %.3e, \"ok\": %s, \"ours_bitwise\": %s, \"ref_bitwise\": %s}",
               i ? "," : "", r.suite.c_str(), r.name.c_str(), r.op.c_str(), (long long)r.M, (long long)r.K,
               (long long)r.N, (long long)r.nnz, r.ours_us, r.ref_us, r.ref_name.c_str(),
-              r.bytes / (r.ours_us * 1e3), r.flops / (r.ours_us * 1e3), r.err, r.ok ? "true" : "false",
+              r.bytes / (r.ours_us * 1e3), floor_us(r), r.flops / (r.ours_us * 1e3), r.err, r.ok ? "true" : "false",
               r.bitwise_ours ? "true" : "false", r.bitwise_ref ? "true" : "false");
     }
     fprintf(f, "\n  ]\n}\n");
@@ -685,12 +762,19 @@ int main(int argc, char** argv) {
     else if (a == "--max-grid-nnz") max_grid_nnz = std::atoll(next().c_str());
     else if (a == "--products") products = true;
     else if (a == "--no-grid-fused") fused_grid = false;
+    else if (a == "--copy-gbs") g_copy_gbs = std::atof(next().c_str());
     else { fprintf(stderr, "unknown option %s\n", a.c_str()); return 2; }
   }
+  const bool copy_given = g_copy_gbs > 0;
   cudaDeviceProp p;
   CK(cudaGetDeviceProperties(&p, 0));
-  printf("device: %s, %d SMs, L2 %d MB; reps %d (median), L2 flushed before each launch\n", p.name,
-         p.multiProcessorCount, p.l2CacheSize >> 20, reps);
+  g_l2_bytes = p.l2CacheSize;
+  if (g_copy_gbs <= 0) g_copy_gbs = copy_bandwidth_gbs();
+  printf("device: %s, %d SMs, L2 %d MB, copy bandwidth %.0f GB/s (%s); reps %d (median), L2 flushed before each launch\n",
+         p.name, p.multiProcessorCount, p.l2CacheSize >> 20, g_copy_gbs,
+         copy_given ? "given" : "measured: 1 GiB device-to-device, read + write", reps);
+  printf("ratio = reference time / ours (> 1: ours faster); floor = bytes-model time at that bandwidth, "
+         "ours as %% of it (100%% = at the floor)\n");
   CuSparse cs;
   Timer tm;
   tm.reps = reps;

@@ -149,7 +149,7 @@ Row bench_spmm(sycl::queue &q, const Csr &A, const std::string &name, long C, Re
   Usm<long> arg(q, size_t(A.M * C));
   std::fill(Y.p, Y.p + Y.n, NAN);
   const bool want_arg = red == Reduce::max;
-  rt::SpmmArgs a{{IType::i32, rp.p, cl.p, vl.p, A.M, A.K, A.nnz()}, DType::f32, red, X.p, Y.p,
+  gnnsparse::SpmmArgs a{{IType::i32, rp.p, cl.p, vl.p, A.M, A.K, A.nnz()}, DType::f32, red, X.p, Y.p,
                  want_arg ? arg.p : nullptr, C};
   rt::spmm(q, a, {}).wait_and_throw();
   bool ok = true;
@@ -178,7 +178,7 @@ Row bench_sddmm(sycl::queue &q, const Csr &A, const std::string &name, long F, i
   Usm<int> rp(q, A.rowptr), cl(q, A.col);
   Usm<float> X(q, Xh), Y(q, Yh), E(q, size_t(A.nnz()));
   std::fill(E.p, E.p + E.n, NAN);
-  rt::SddmmArgs a{{IType::i32, rp.p, cl.p, nullptr, A.M, A.K, A.nnz()}, DType::f32, SddmmOp::dot, X.p, Y.p, E.p, 1,
+  gnnsparse::SddmmArgs a{{IType::i32, rp.p, cl.p, nullptr, A.M, A.K, A.nnz()}, DType::f32, SddmmOp::dot, X.p, Y.p, E.p, 1,
                   F};
   rt::sddmm(q, a, {}).wait_and_throw();
   bool ok = true;
@@ -203,7 +203,7 @@ Row bench_fusedmm(sycl::queue &q, const Csr &A, const std::string &name, long F,
   Usm<int> rp(q, A.rowptr), cl(q, A.col);
   Usm<float> X(q, Xh), Y(q, Yh), Z(q, Zh), O(q, size_t(A.M * F));
   std::fill(O.p, O.p + O.n, NAN);
-  rt::FusedArgs a{{IType::i32, rp.p, cl.p, nullptr, A.M, A.K, A.nnz()},
+  gnnsparse::FusedArgs a{{IType::i32, rp.p, cl.p, nullptr, A.M, A.K, A.nnz()},
                   DType::f32, SddmmOp::dot, EdgeFn::softmax, 0.2, X.p, Y.p, Z.p, O.p, nullptr, 1, F, F};
   rt::fusedmm(q, a, {}).wait_and_throw();
   bool ok = true;

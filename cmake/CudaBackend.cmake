@@ -34,16 +34,20 @@ endif()
 set_target_properties(gnnsparse_cuda PROPERTIES CUDA_SEPARABLE_COMPILATION OFF)
 target_link_libraries(gnnsparse_cuda PUBLIC CUDA::cudart_static)
 
+# gnnsparse._cuda, beside gnnsparse._core (which it takes the CsrView type from).
 python_add_library(_cuda MODULE ${PROJECT_SOURCE_DIR}/python/bindings/cuda_module.cpp WITH_SOABI)
+target_include_directories(_cuda PRIVATE ${PROJECT_SOURCE_DIR}/python/bindings)
 target_link_libraries(_cuda PRIVATE gnnsparse_cuda pybind11::headers)
-# The extension lives in gnnsparse/_native/ so that it does not shadow gnnsparse/_cuda.py (the
-# backend layer that owns arrays and streams): `from gnnsparse._native import _cuda`.
-install(TARGETS _cuda DESTINATION gnnsparse/_native)
-file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/native_init.py "# compiled gnnsparse extensions\n")
-install(FILES ${CMAKE_CURRENT_BINARY_DIR}/native_init.py DESTINATION gnnsparse/_native RENAME __init__.py)
+install(TARGETS _cuda DESTINATION gnnsparse)
+
+# cuda_host_test: dispatch tables, argument checks and hub-pass sizing; runs without a GPU.
+option(GNNSPARSE_CUDA_HOST_TEST "Build cuda_host_test (host-only checks of the CUDA backend)" OFF)
+if(GNNSPARSE_CUDA_HOST_TEST)
+  add_executable(cuda_host_test ${PROJECT_SOURCE_DIR}/cuda/test/host_test.cpp)
+  target_link_libraries(cuda_host_test PRIVATE gnnsparse_cuda)
+endif()
 
 if(GNNSPARSE_BENCH)
-  find_package(CUDAToolkit REQUIRED)
   add_executable(bench_cuda ${PROJECT_SOURCE_DIR}/bench/bench_cuda.cu)
   target_link_libraries(bench_cuda PRIVATE gnnsparse_cuda CUDA::cusparse)
   install(TARGETS bench_cuda DESTINATION gnnsparse/bin)

@@ -6,7 +6,8 @@
 # It compiles the SAME kernel headers the run-time kernel_compiler reads (sycl/kernels/esimd/*.hpp)
 # with
 #   icpx -fsycl -fsycl-targets=spir64_gen -Xs "-device pvc" -shared -fPIC -O3
-# into libgnnsparse_esimd_pvc.so (every instance of policy.hpp, see cmake/sycl_aot_instances.cpp),
+# into libgnnsparse_esimd_pvc.so (every instance of sycl/esimd_policy.hpp, see
+# tools/aot/icpx_esimd_image.cpp),
 # installed next to the _sycl module. It exports
 #   extern "C" bool gnnsparse_esimd_aot_kernel(const char *name, const sycl::context &,
 #                                               const sycl::device &, sycl::kernel *out);
@@ -28,16 +29,18 @@ endif()
 set(GNNSPARSE_AOT_DEVICE "pvc" CACHE STRING "ocloc device(s) for the ahead-of-time ESIMD image")
 set(GNNSPARSE_AOT_EXTRA_FLAGS "" CACHE STRING "extra icpx flags for the ahead-of-time ESIMD image")
 
-file(GLOB _gs_esimd_headers CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/sycl/kernels/esimd/*.hpp)
-set(_gs_aot_src ${CMAKE_CURRENT_LIST_DIR}/sycl_aot_instances.cpp)
+file(GLOB _gs_esimd_headers CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/sycl/kernels/esimd/*.hpp
+     ${PROJECT_SOURCE_DIR}/sycl/esimd_policy.hpp ${PROJECT_SOURCE_DIR}/sycl/instances.hpp)
+set(_gs_aot_src ${PROJECT_SOURCE_DIR}/tools/aot/icpx_esimd_image.cpp)
 set(_gs_aot_lib ${CMAKE_CURRENT_BINARY_DIR}/libgnnsparse_esimd_pvc.so)
 add_custom_command(
   OUTPUT ${_gs_aot_lib}
   COMMAND ${GNNSPARSE_ICPX} -fsycl -fsycl-targets=spir64_gen -Xs "-device ${GNNSPARSE_AOT_DEVICE}"
-          -std=c++17 -O3 -shared -fPIC -I${PROJECT_SOURCE_DIR}/sycl/kernels ${GNNSPARSE_AOT_EXTRA_FLAGS}
+          -std=c++17 -O3 -shared -fPIC -I${PROJECT_SOURCE_DIR}/sycl/kernels -I${PROJECT_SOURCE_DIR}/sycl
+          -I${PROJECT_SOURCE_DIR}/include ${GNNSPARSE_AOT_EXTRA_FLAGS}
           ${_gs_aot_src} -o ${_gs_aot_lib}
   DEPENDS ${_gs_aot_src} ${_gs_esimd_headers}
-  COMMENT "icpx: ahead-of-time ESIMD kernels for ${GNNSPARSE_AOT_DEVICE} (every instance of esimd/policy.hpp)"
+  COMMENT "icpx: ahead-of-time ESIMD kernels for ${GNNSPARSE_AOT_DEVICE} (every instance of sycl/esimd_policy.hpp)"
   VERBATIM)
 add_custom_target(gnnsparse_esimd_aot ALL DEPENDS ${_gs_aot_lib})
 install(FILES ${_gs_aot_lib} DESTINATION gnnsparse)

@@ -31,7 +31,8 @@ endif()
 message(STATUS "gnnsparse: SYCL backend on (libsycl ${SYCL_LIBRARY}, dpctl include ${DPCTL_INCLUDE_DIR})")
 
 include(${CMAKE_CURRENT_LIST_DIR}/EmbedKernels.cmake)
-gnnsparse_embed_kernels(${PROJECT_SOURCE_DIR}/sycl/kernels ${CMAKE_CURRENT_BINARY_DIR}/kernel_sources.cpp)
+gnnsparse_embed_kernels(${CMAKE_CURRENT_BINARY_DIR}/kernel_sources.cpp DIR ${PROJECT_SOURCE_DIR}/sycl/kernels
+                        FILE gnnsparse/ops.hpp ${PROJECT_SOURCE_DIR}/include/gnnsparse/ops.hpp)
 
 file(GLOB GNNSPARSE_SYCL_HOST_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/sycl/*.cpp)
 add_library(gnnsparse_sycl STATIC ${GNNSPARSE_SYCL_HOST_SOURCES} ${CMAKE_CURRENT_BINARY_DIR}/kernel_sources.cpp)
@@ -43,6 +44,7 @@ target_link_libraries(gnnsparse_sycl PUBLIC "${SYCL_LIBRARY}")
 
 python_add_library(_sycl MODULE ${PROJECT_SOURCE_DIR}/python/bindings/sycl_module.cpp WITH_SOABI)
 target_include_directories(_sycl SYSTEM PRIVATE "${DPCTL_INCLUDE_DIR}")
+target_include_directories(_sycl PRIVATE ${PROJECT_SOURCE_DIR}/python/bindings)
 target_link_libraries(_sycl PRIVATE gnnsparse_sycl pybind11::headers)
 # installed as <prefix>/lib/python3.X/site-packages/gnnsparse/_sycl*.so; libsycl.so lives in <prefix>/lib
 set_target_properties(_sycl PROPERTIES INSTALL_RPATH "$ORIGIN/../../..;${SYCL_PREFIX}/lib" BUILD_WITH_INSTALL_RPATH ON)

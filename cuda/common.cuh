@@ -7,6 +7,7 @@
 #include <cuda_bf16.h>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 
@@ -28,6 +29,15 @@
   } while (0)
 
 namespace gnnsparse::cuda_detail {
+
+// Launch limits: grid.x up to 2^31 - 1 blocks, grid.y up to 65535.
+inline void check_grid(const char* op, std::initializer_list<int64_t> x_blocks, int64_t y_blocks) {
+  bool fits = y_blocks <= 65535;
+  for (const int64_t b : x_blocks) fits = fits && b <= 0x7fffffffLL;
+  if (!fits)
+    throw std::invalid_argument(std::string("gnnsparse cuda ") + op +
+                                ": problem too large for one launch");
+}
 
 // Accumulator type: fp32 for fp32/fp16/bf16 features, fp64 for fp64.
 template <class T> struct AccOf { using type = float; };
@@ -86,16 +96,6 @@ template <class A> __device__ __forceinline__ A group_sum(A v, int G, unsigned m
   return v;
 }
 
-// Sets *flag when some row is longer than seg (plain stores of the same value; the flag only
-// lets the hub kernels return at once, it never touches results).
-template <class I>
-__global__ void hub_flag_kernel(const I* __restrict__ rowptr, int64_t M, int64_t seg,
-                                int* __restrict__ flag) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < M;
-       i += int64_t(gridDim.x) * blockDim.x)
-    if (static_cast<int64_t>(rowptr[i + 1]) - static_cast<int64_t>(rowptr[i]) > seg) *flag = 1;
-}
-
 template <class A> __device__ __forceinline__ bool is_nan(A x) { return x != x; }
 
 // Reduction policy. update() takes messages in ascending edge order; merge() takes partial
@@ -103,7 +103,7 @@ template <class A> __device__ __forceinline__ bool is_nan(A x) { return x != x; 
 // and the first NaN wins (numpy.argmax semantics). write() does the mean division and zeroes
 // empty rows.
 template <class A, Reduce R> struct Reducer {
-  static constexpr bool kHasArg = (R == Reduce::max || R == Reduce::min);
+  static constexpr bool kHasArg = has_arg(R);
   __device__ __forceinline__ static A init() {
     if constexpr (R == Reduce::max) return -INFINITY;
     else if constexpr (R == Reduce::min) return INFINITY;

@@ -6,11 +6,14 @@
 // group computes the score (lanes split F, butterfly sum, so every lane holds it), applies the
 // edge function and accumulates w * Z[j, h, cols] into its registers. Row softmax is done in one
 // pass with a running max and sum (the accumulator is rescaled when the max grows; Milakov &
-// Gimelshein, "Online normalizer calculation for softmax", 2018). Rows longer than `seg` are cut
-// into fixed segments like SpMM's hubs; partial states (max, sum, acc) go to a workspace and a
-// combine kernel (one block per hub row) merges them in segment order. Deterministic, no atomics.
+// Gimelshein, "Online normalizer calculation for softmax", 2018). Hub rows take the hub pass of
+// segments.cuh, as SpMM's do: fused_segment_kernel writes the partial state (max, sum, acc) of
+// each (segment, hub row, head) to a workspace slot and fused_combine_kernel merges a hub row's
+// states in segment order. Deterministic, no atomics.
 #include "common.cuh"
+#include "dispatch.cuh"
 #include "policy.cuh"
+#include "segments.cuh"
 #include "gnnsparse/cuda.hpp"
 
 namespace gnnsparse::cuda_detail {
@@ -20,7 +23,7 @@ struct FusedAgent {
   using A = typename AccOf<T>::type;
   using VT = typename ValOf<T>::type;
   static constexpr int TL = FusedTuning::kColVecsPerLane;
-  static constexpr int U = 4;  // edges in flight
+  static constexpr int U = FusedTuning::kUnroll;
 
   struct Args {
     const I* __restrict__ rowptr;
@@ -139,46 +142,43 @@ struct FusedAgent {
   }
 };
 
+// One group per (segment, head): each hub piece of the segment is run from a fresh state, which
+// goes to its workspace slot (max and sum from lane 0 of column block 0, acc from every lane).
 template <class T, class I, SddmmOp OP, EdgeFn EF, int V>
 __global__ void __launch_bounds__(FusedTuning::kBlockThreads)
-fused_chunk_kernel(typename FusedAgent<T, I, OP, EF, V>::Args a, int G, int64_t seg,
-                   int64_t thr, int64_t nchunks, typename AccOf<T>::type* __restrict__ ws,
-                   const int* __restrict__ has_hub) {
+fused_segment_kernel(typename FusedAgent<T, I, OP, EF, V>::Args a, int G, int64_t seg,
+                     int64_t thr, int64_t nsegments, typename AccOf<T>::type* __restrict__ ws,
+                     const int* __restrict__ has_hub) {
   if (*has_hub == 0) return;
   using Ag = FusedAgent<T, I, OP, EF, V>;
   constexpr int TL = Ag::TL;
   const int64_t item = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / G;
   const int sub = threadIdx.x % G;
-  if (item >= nchunks * a.H) return;
+  if (item >= nsegments * a.H) return;
   const unsigned mask = group_mask(G);
-  const int64_t ch = item / a.H, h = item % a.H;
-  const int64_t p0 = ch * seg, p1 = min(a.nnz, p0 + seg);
-  const int64_t r0 = row_of(a.rowptr, a.M, p0), r1 = row_of(a.rowptr, a.M, p1 - 1);
+  const int64_t s = item / a.H, h = item % a.H;
+  const SegmentRows sr = segment_rows(a.rowptr, a.M, a.nnz, seg, s);
   int64_t c[TL];
   bool ok[TL];
   Ag::columns(a.D, G, sub, c, ok);
-  for (int slot = 0; slot < 2; ++slot) {
-    const int64_t r = slot ? r1 : r0;
-    if (slot == 1 && r1 == r0) break;
-    const int64_t rk0 = a.rowptr[r], rk1 = a.rowptr[r + 1];
-    if (rk1 - rk0 <= thr) continue;
+  for_each_hub_piece(a.rowptr, sr, thr, [&](int slot, int64_t r, int64_t kb, int64_t ke) {
     typename Ag::State st;
     Ag::init(st);
-    Ag::run(a, r, h, max(p0, rk0), min(p1, rk1), G, sub, mask, c, ok, st);
-    auto* w = ws + ((ch * 2 + slot) * a.H + h) * (a.D + 2);
+    Ag::run(a, r, h, kb, ke, G, sub, mask, c, ok, st);
+    auto* w = ws + ((s * 2 + slot) * a.H + h) * (a.D + 2);
     if (blockIdx.y == 0 && sub == 0) { w[0] = st.m; w[1] = st.s; }
 #pragma unroll
     for (int t = 0; t < TL; ++t)
       if (ok[t])
 #pragma unroll
         for (int e = 0; e < V; ++e) w[2 + c[t] + e] = st.acc[t][e];
-  }
+  });
 }
 
 template <class T, class I, SddmmOp OP, EdgeFn EF, int V>
 __global__ void __launch_bounds__(FusedTuning::kBlockThreads)
 fused_row_kernel(typename FusedAgent<T, I, OP, EF, V>::Args a, T* __restrict__ Out, int G,
-                 int64_t thr) {
+                 int64_t hub_thr) {
   using Ag = FusedAgent<T, I, OP, EF, V>;
   using A = typename Ag::A;
   constexpr int TL = Ag::TL;
@@ -193,10 +193,8 @@ fused_row_kernel(typename FusedAgent<T, I, OP, EF, V>::Args a, T* __restrict__ O
   typename Ag::State st;
   Ag::init(st);
   const int64_t k0 = a.rowptr[i], k1 = a.rowptr[i + 1], deg = k1 - k0;
-  if (thr > 0 && deg > thr) return;  // hub row: fused_combine_kernel
-  {
-    Ag::run(a, i, h, k0, k1, G, sub, mask, c, ok, st);
-  }
+  if (hub_thr > 0 && deg > hub_thr) return;  // hub row: left to the hub pass
+  Ag::run(a, i, h, k0, k1, G, sub, mask, c, ok, st);
   A inv = A(1);
   if constexpr (EF == EdgeFn::softmax) inv = deg > 0 ? A(1) / st.s : A(0);
 #pragma unroll
@@ -222,7 +220,7 @@ fused_row_kernel(typename FusedAgent<T, I, OP, EF, V>::Args a, T* __restrict__ O
 }
 
 
-// Hub rows (deg > seg): block b merges the hub rows that start in segments 8b .. 8b+7, head by
+// Hub rows: block b merges the hub rows that start in segments NW b .. NW b + NW - 1, head by
 // head: thread (part, column) folds a contiguous range of segment states in order, then the
 // parts are folded in order through shared memory; softmax edge values of the row are then
 // normalized by the whole block. Fixed order everywhere: deterministic.
@@ -230,7 +228,7 @@ template <class T, class I, EdgeFn EF>
 __global__ void __launch_bounds__(FusedTuning::kCombineThreads)
 fused_combine_kernel(const I* __restrict__ rowptr, const typename ValOf<T>::type* __restrict__ val,
                      T* __restrict__ Out, T* __restrict__ E, int64_t M, int64_t nnz, int64_t H,
-                     int64_t D, int64_t seg, int64_t thr, int64_t nchunks,
+                     int64_t D, int64_t seg, int64_t thr, int64_t nsegments,
                      const typename AccOf<T>::type* __restrict__ ws,
                      const int* __restrict__ has_hub) {
   using A = typename AccOf<T>::type;
@@ -240,19 +238,8 @@ fused_combine_kernel(const I* __restrict__ rowptr, const typename ValOf<T>::type
   __shared__ int64_t rows[NW];
   __shared__ A sm[NT], ss[NT], sacc[NT];
   __shared__ A fin[2];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, tid = threadIdx.x;
-  if (lane == 0) {
-    const int64_t ch = int64_t(blockIdx.x) * NW + warp;
-    int64_t r = -1;
-    if (ch < nchunks) {
-      const int64_t p0 = ch * seg, p1 = min(nnz, p0 + seg);
-      const int64_t rr = row_of(rowptr, M, p1 - 1);
-      const int64_t rk0 = rowptr[rr], rk1 = rowptr[rr + 1];
-      if (rk0 >= p0 && rk1 - rk0 > thr) r = rr;
-    }
-    rows[warp] = r;
-  }
-  __syncthreads();
+  const int tid = threadIdx.x;
+  hub_rows_starting_in_block<NW>(rowptr, M, nnz, seg, thr, nsegments, rows);
   auto fold = [](A& m, A& s, A& acc, A pm, A ps, A pacc) {
     if constexpr (SM) {
       const A mn = max(m, pm);
@@ -269,7 +256,7 @@ fused_combine_kernel(const I* __restrict__ rowptr, const typename ValOf<T>::type
     const int64_t r = rows[w];
     if (r < 0) continue;
     const int64_t k0 = rowptr[r], k1 = rowptr[r + 1];
-    const int64_t c0 = k0 / seg, n = (k1 - 1) / seg - c0 + 1;
+    const int64_t c0 = k0 / seg, n = (k1 - 1) / seg - c0 + 1;  // the row's segments: c0 .. c0 + n - 1
     const int64_t CT = D < 1 ? 1 : (D < NT ? D : NT);
     const int64_t P = NT / CT;
     for (int64_t h = 0; h < H; ++h) {
@@ -281,9 +268,8 @@ fused_combine_kernel(const I* __restrict__ rowptr, const typename ValOf<T>::type
           const int64_t q0 = n * part / P, q1 = n * (part + 1) / P;
 #pragma unroll 4
           for (int64_t q = q0; q < q1; ++q) {
-            const int64_t ch = c0 + q;
-            const int64_t slot = (ch * seg >= k0) ? 0 : 1;
-            const A* p = ws + ((ch * 2 + slot) * H + h) * (D + 2);
+            const int64_t sg = c0 + q, slot = hub_slot(sg, seg, k0);
+            const A* p = ws + ((sg * 2 + slot) * H + h) * (D + 2);
             fold(m, s, acc, SM ? p[0] : A(0), SM ? p[1] : A(0), has_col ? p[2 + cc] : A(0));
           }
         }
@@ -315,121 +301,77 @@ fused_combine_kernel(const I* __restrict__ rowptr, const typename ValOf<T>::type
 }
 
 template <class T, class I, SddmmOp OP, EdgeFn EF, int V>
-void launch_fused(const FusedPlan& p, const typename FusedAgent<T, I, OP, EF, V>::Args& a,
-                  void* Out, cudaStream_t stream) {
+void launch_fused(const FusedPlan& p, const FusedArgs& f, cudaStream_t stream) {
   using A = typename AccOf<T>::type;
-  A* ws = nullptr;
-  void* ws_raw = nullptr;
-  int* flag = nullptr;
+  using Ag = FusedAgent<T, I, OP, EF, V>;
+  const typename Ag::Args a{static_cast<const I*>(f.A.rowptr), static_cast<const I*>(f.A.col),
+                            static_cast<const typename ValOf<T>::type*>(f.A.val),
+                            static_cast<const T*>(f.X), static_cast<const T*>(f.Y),
+                            static_cast<const T*>(f.Z), static_cast<T*>(f.E), f.A.M, f.A.nnz, f.H,
+                            OP == SddmmOp::add ? 1 : f.F, f.D, f.slope};
+  auto* out = static_cast<T*>(f.out);
   constexpr int B = FusedTuning::kBlockThreads;
-  if (p.seg > 0) {
-    const size_t elems = static_cast<size_t>(p.nchunks) * 2 * a.H * (a.D + 2);
-    void* raw = nullptr;
-    GS_CUDA_CHECK(cudaMallocAsync(&raw, 16 + elems * sizeof(A), stream));
-    ws_raw = raw;
-    flag = static_cast<int*>(raw);
-    ws = reinterpret_cast<A*>(static_cast<char*>(raw) + 16);
-    GS_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(int), stream));
-    const int64_t fb = std::min<int64_t>((a.M + 255) / 256, 1024);
-    hub_flag_kernel<I><<<static_cast<unsigned>(fb), 256, 0, stream>>>(a.rowptr, a.M, p.thr, flag);
-    GS_LAUNCH_CHECK("hub_flag_kernel");
-    const dim3 grid(static_cast<unsigned>(p.chunk_blocks), static_cast<unsigned>(p.col_blocks));
-    fused_chunk_kernel<T, I, OP, EF, V><<<grid, B, 0, stream>>>(a, p.group, p.seg, p.thr, p.nchunks, ws, flag);
-    GS_LAUNCH_CHECK("fused_chunk_kernel");
+  HubWorkspace ws;
+  if (p.hub.seg > 0) {
+    const size_t elems = static_cast<size_t>(p.hub.nsegments) * 2 * a.H * (a.D + 2);
+    ws.begin(elems * sizeof(A), a.rowptr, a.M, p.hub.thr, stream);
+    const dim3 grid(static_cast<unsigned>(p.segment_blocks), static_cast<unsigned>(p.col_blocks));
+    fused_segment_kernel<T, I, OP, EF, V><<<grid, B, 0, stream>>>(
+        a, p.group, p.hub.seg, p.hub.thr, p.hub.nsegments, ws.payload<A>(), ws.flag());
+    GS_LAUNCH_CHECK("fused_segment_kernel");
     fused_combine_kernel<T, I, EF><<<static_cast<unsigned>(p.combine_blocks),
                                      FusedTuning::kCombineThreads, 0, stream>>>(
-        a.rowptr, a.val, static_cast<T*>(Out), a.E, a.M, a.nnz, a.H, a.D, p.seg, p.thr, p.nchunks, ws, flag);
+        a.rowptr, a.val, out, a.E, a.M, a.nnz, a.H, a.D, p.hub.seg, p.hub.thr, p.hub.nsegments,
+        ws.payload<A>(), ws.flag());
     GS_LAUNCH_CHECK("fused_combine_kernel");
   }
   const dim3 grid(static_cast<unsigned>(p.row_blocks), static_cast<unsigned>(p.col_blocks));
-  fused_row_kernel<T, I, OP, EF, V><<<grid, B, 0, stream>>>(a, static_cast<T*>(Out), p.group, p.seg > 0 ? p.thr : 0);
+  fused_row_kernel<T, I, OP, EF, V><<<grid, B, 0, stream>>>(a, out, p.group, p.hub.row_limit());
   GS_LAUNCH_CHECK("fused_row_kernel");
-  if (ws_raw != nullptr) GS_CUDA_CHECK(cudaFreeAsync(ws_raw, stream));
+  ws.end();
+}
+
+// Checks sizes and pointers; false when there is nothing to compute. D == 0 is work when E is
+// given (edge values only: every lane's output columns are masked).
+inline bool fused_has_work(const FusedArgs& f) {
+  const CsrView& A = f.A;
+  if (A.M < 0 || A.K < 0 || A.nnz < 0 || f.H < 0 || f.F < 0 || f.D < 0)
+    throw std::invalid_argument("gnnsparse cuda fusedmm: negative size");
+  if (A.M == 0 || f.H == 0) return false;
+  if (A.rowptr == nullptr || (f.out == nullptr && f.D > 0) ||
+      (A.nnz > 0 && (A.col == nullptr || f.X == nullptr || f.Y == nullptr || (f.Z == nullptr && f.D > 0))))
+    throw std::invalid_argument("gnnsparse cuda fusedmm: null pointer");
+  return true;
 }
 
 template <class T, class I, SddmmOp OP, EdgeFn EF>
-void fused_vec(const FusedPlan& p, const void* rowptr, const void* col, const void* val,
-               const void* X, const void* Y, const void* Z, void* Out, void* E, int64_t M,
-               int64_t nnz, int64_t H, int64_t F, int64_t D, double slope, cudaStream_t s) {
-  constexpr int VF = 16 / sizeof(T);
-  auto make = [&](auto agent_tag) {
-    using Ag = decltype(agent_tag);
-    typename Ag::Args a{static_cast<const I*>(rowptr), static_cast<const I*>(col),
-                        static_cast<const typename ValOf<T>::type*>(val), static_cast<const T*>(X),
-                        static_cast<const T*>(Y), static_cast<const T*>(Z), static_cast<T*>(E),
-                        M, nnz, H, OP == SddmmOp::add ? 1 : F, D, slope};
-    return a;
-  };
-  if (p.vec == VF) launch_fused<T, I, OP, EF, VF>(p, make(FusedAgent<T, I, OP, EF, VF>{}), Out, s);
-  else launch_fused<T, I, OP, EF, 1>(p, make(FusedAgent<T, I, OP, EF, 1>{}), Out, s);
-}
-
-template <class T, class I, SddmmOp OP>
-void fused_edge(EdgeFn ef, const FusedPlan& p, const void* rowptr, const void* col,
-                const void* val, const void* X, const void* Y, const void* Z, void* Out, void* E,
-                int64_t M, int64_t nnz, int64_t H, int64_t F, int64_t D, double slope,
-                cudaStream_t s) {
-  switch (ef) {
-    case EdgeFn::none: return fused_vec<T, I, OP, EdgeFn::none>(p, rowptr, col, val, X, Y, Z, Out, E, M, nnz, H, F, D, slope, s);
-    case EdgeFn::leaky_relu: return fused_vec<T, I, OP, EdgeFn::leaky_relu>(p, rowptr, col, val, X, Y, Z, Out, E, M, nnz, H, F, D, slope, s);
-    case EdgeFn::exp: return fused_vec<T, I, OP, EdgeFn::exp>(p, rowptr, col, val, X, Y, Z, Out, E, M, nnz, H, F, D, slope, s);
-    case EdgeFn::softmax: return fused_vec<T, I, OP, EdgeFn::softmax>(p, rowptr, col, val, X, Y, Z, Out, E, M, nnz, H, F, D, slope, s);
-  }
-  throw std::invalid_argument("gnnsparse cuda fusedmm: unknown edge function");
-}
-
-template <class T>
-void fused_typed(IType it, SddmmOp op, EdgeFn ef, double slope, const void* rowptr,
-                 const void* col, const void* val, const void* X, const void* Y, const void* Z,
-                 void* Out, void* E, int64_t M, int64_t nnz, int64_t H, int64_t F, int64_t D,
-                 cudaStream_t s, int64_t max_deg) {
-  const bool add = op == SddmmOp::add;
-  const bool aligned = reinterpret_cast<uintptr_t>(X) % 16 == 0 &&
-                       reinterpret_cast<uintptr_t>(Y) % 16 == 0 &&
-                       reinterpret_cast<uintptr_t>(Z) % 16 == 0 &&
-                       reinterpret_cast<uintptr_t>(Out) % 16 == 0;
-  const FusedPlan p = plan_fused(M, nnz, H, F, D, add, max_deg, sizeof(T), aligned);
-  if (p.row_blocks > 0x7fffffffLL || p.chunk_blocks > 0x7fffffffLL || p.col_blocks > 65535)
-    throw std::invalid_argument("gnnsparse cuda fusedmm: problem too large for one launch");
-  if (it == IType::i32) {
-    if (add) return fused_edge<T, int32_t, SddmmOp::add>(ef, p, rowptr, col, val, X, Y, Z, Out, E, M, nnz, H, F, D, slope, s);
-    return fused_edge<T, int32_t, SddmmOp::dot>(ef, p, rowptr, col, val, X, Y, Z, Out, E, M, nnz, H, F, D, slope, s);
-  }
-  if (it == IType::i64) {
-    if (add) return fused_edge<T, int64_t, SddmmOp::add>(ef, p, rowptr, col, val, X, Y, Z, Out, E, M, nnz, H, F, D, slope, s);
-    return fused_edge<T, int64_t, SddmmOp::dot>(ef, p, rowptr, col, val, X, Y, Z, Out, E, M, nnz, H, F, D, slope, s);
-  }
-  throw std::invalid_argument("gnnsparse cuda fusedmm: index type must be int32 or int64");
+void run_fused(const FusedArgs& f, cudaStream_t stream) {
+  if (!fused_has_work(f)) return;
+  const bool aligned = reinterpret_cast<uintptr_t>(f.X) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(f.Y) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(f.Z) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(f.out) % 16 == 0;
+  const FusedPlan p = plan_fused(f.A.M, f.A.nnz, f.H, f.F, f.D, OP == SddmmOp::add,
+                                 f.A.max_degree, sizeof(T), aligned);
+  check_grid("fusedmm", {p.row_blocks, p.segment_blocks, p.combine_blocks}, p.col_blocks);
+  dispatch_vec<16 / sizeof(T)>(p.vec, [&](auto v) { launch_fused<T, I, OP, EF, decltype(v)::value>(p, f, stream); });
 }
 
 }  // namespace gnnsparse::cuda_detail
 
 namespace gnnsparse::cuda {
 
-void fusedmm(DType dtype, IType itype, SddmmOp op, EdgeFn edge, double slope, const void* rowptr,
-             const void* col, const void* val, const void* X, const void* Y, const void* Z,
-             void* Out, void* E, int64_t M, int64_t K, int64_t nnz, int64_t H, int64_t F,
-             int64_t D, cudaStream_t stream, int64_t max_degree_hint) {
+void fusedmm(const FusedArgs& f, cudaStream_t stream) {
   using namespace cuda_detail;
-  if (M < 0 || K < 0 || nnz < 0 || H < 0 || F < 0 || D < 0)
-    throw std::invalid_argument("gnnsparse cuda fusedmm: negative size");
-  if (op != SddmmOp::dot && op != SddmmOp::add)
-    throw std::invalid_argument("gnnsparse cuda fusedmm: op must be dot or add");
-  if (M == 0 || H == 0) return;
-  if (D == 0) {
-    // No output columns; only the edge values (if asked) need the kernel: run with D = 0 is
-    // still valid (every lane's columns are masked), so fall through.
-  }
-  if (rowptr == nullptr || (Out == nullptr && D > 0) ||
-      (nnz > 0 && (col == nullptr || X == nullptr || Y == nullptr || (Z == nullptr && D > 0))))
-    throw std::invalid_argument("gnnsparse cuda fusedmm: null pointer");
-  switch (dtype) {
-    case DType::f32: return fused_typed<float>(itype, op, edge, slope, rowptr, col, val, X, Y, Z, Out, E, M, nnz, H, F, D, stream, max_degree_hint);
-    case DType::f64: return fused_typed<double>(itype, op, edge, slope, rowptr, col, val, X, Y, Z, Out, E, M, nnz, H, F, D, stream, max_degree_hint);
-    case DType::f16: return fused_typed<__half>(itype, op, edge, slope, rowptr, col, val, X, Y, Z, Out, E, M, nnz, H, F, D, stream, max_degree_hint);
-    case DType::bf16: return fused_typed<__nv_bfloat16>(itype, op, edge, slope, rowptr, col, val, X, Y, Z, Out, E, M, nnz, H, F, D, stream, max_degree_hint);
-  }
-  throw std::invalid_argument("gnnsparse cuda fusedmm: unknown dtype");
+  check_precision(f.precision);
+  dispatch_types(f.dtype, f.A.itype, [&](auto t, auto i) {
+    dispatch_sddmm_op(f.op, [&](auto op) {
+      dispatch_edge_fn(f.edge, [&](auto ef) {
+        run_fused<typename decltype(t)::type, typename decltype(i)::type, decltype(op)::value,
+                  decltype(ef)::value>(f, stream);
+      });
+    });
+  });
 }
 
 }  // namespace gnnsparse::cuda

@@ -12,22 +12,67 @@ inline int64_t pow2ceil(int64_t x) {
   return p;
 }
 
+// The hub pass of SpMM and FusedMM (kernels in segments.cuh): rows longer than `thr` nonzeros
+// (hubs) are not walked by one group. The nnz range is cut into fixed segments of `seg` entries
+// (aligned to multiples of seg), each (segment, hub row) piece is reduced into a workspace slot,
+// and a combine kernel folds the slots of each hub row in segment order. Fixed segments and a
+// fixed combine order keep results bitwise reproducible.
+struct SegmentTuning {
+  static constexpr int64_t kMinSegment = 256;  // rows up to this length are never hubs
+  static constexpr int64_t kHubFactor = 16;    // hub = row longer than 16x the average row
+  static constexpr int64_t kWorkspaceElems = int64_t(1) << 23;  // cap on partial-slot elements
+  static constexpr int kFlagThreads = 256;         // hub flag kernel: block size
+  static constexpr int64_t kFlagMaxBlocks = 1024;  // and grid cap (grid-stride loop)
+};
+
+struct SegmentPlan {
+  int64_t seg = 0;        // segment length in nonzeros; 0 = no hub pass
+  int64_t thr = 0;        // hub rows: deg > thr, thr >= seg (set even when there is no pass)
+  int64_t nsegments = 0;  // ceil(nnz / seg) when there is a pass
+  // What the row kernels take: they leave rows longer than this to the hub pass (0 = none).
+  int64_t row_limit() const { return seg > 0 ? thr : 0; }
+};
+
+// Hub threshold: kHubFactor times the average row, at least kMinSegment, a power of two.
+inline int64_t hub_threshold(int64_t M, int64_t nnz) {
+  const int64_t avg = M > 0 ? nnz / M : 0;
+  return std::max<int64_t>(SegmentTuning::kMinSegment, pow2ceil(avg * SegmentTuning::kHubFactor));
+}
+
+// Segments start at `min_seg` nonzeros and double until the workspace fits under
+// kWorkspaceElems (2 slots of `slot_elems` elements per segment: the row that holds its first and
+// the row that holds its last entry). The threshold is raised to the segment length if needed, so
+// a hub is longer than a segment and a segment meets at most two hub rows. max_deg is the longest
+// row if known, else -1 (then every matrix with more than thr nonzeros runs the pass, whose flag
+// kernel lets the hub kernels return at once when no row is a hub).
+inline SegmentPlan plan_segments(int64_t M, int64_t nnz, int64_t max_deg, int64_t min_seg,
+                                 int64_t slot_elems) {
+  SegmentPlan p;
+  int64_t seg = min_seg;
+  while (nnz / seg * 2 * slot_elems > SegmentTuning::kWorkspaceElems) seg <<= 1;
+  p.thr = std::max(hub_threshold(M, nnz), seg);
+  const bool hubs = max_deg < 0 ? nnz > p.thr : max_deg > p.thr;
+  p.seg = hubs ? seg : 0;
+  p.nsegments = hubs ? (nnz + seg - 1) / seg : 0;
+  return p;
+}
+
+// Blocks of the combine kernels: one warp per segment looks for a hub row starting in it.
+inline int64_t combine_blocks(int64_t nsegments, int combine_threads) {
+  return (nsegments + combine_threads / 32 - 1) / (combine_threads / 32);
+}
+
 // Row-parallel SpMM (one group of G lanes per row, lanes split the feature columns, every lane
-// walks the row's edges in ascending order), plus a hub pass: rows longer than `seg` entries are
-// cut into fixed segments of `seg` nonzeros (aligned to multiples of seg in the nnz space), each
-// reduced by its own group into a workspace slot, then combined in segment order by the row
-// kernel. Fixed segments and a fixed combine order keep the result bitwise reproducible.
+// walks the row's edges in ascending order), plus the hub pass. Segments are as long as the hub
+// threshold (longer only to cap the workspace); the segment kernel gives each a whole warp.
 struct SpmmTuning {
   static constexpr int kBlockThreads = 256;        // 8 warps per block
   static constexpr int kRowMinBlocks = 3;          // fp32 sum/mean: >= 24 resident warps per SM
   static constexpr int kColVecsPerLane = 2;        // vectors of V columns each lane owns
   static constexpr int kLoadBudget = 32;           // elements a lane keeps in flight -> edge unroll
   static constexpr int kMaxUnroll = 4;
-  static constexpr int64_t kMinSegment = 256;      // rows up to this length stay in one group
-  static constexpr int64_t kWorkspaceElems = int64_t(1) << 23;  // cap on partial-slot elements
   static constexpr int64_t kMinEdgesPerLane = 16;  // edge split only when each part keeps this many
-  static constexpr int kCombineThreads = 512;      // hub combine: one block per hub row
-  static constexpr int64_t kHubFactor = 16;        // hub = row longer than 16x the average
+  static constexpr int kCombineThreads = 512;      // hub combine: one warp per segment
   static constexpr int64_t kWarpRowMin = 32;       // longer rows get a whole warp (when P == 1)
 };
 
@@ -42,10 +87,9 @@ struct SpmmPlan {
   int col_lanes = 32;      // Gc: lanes that split the columns
   int edge_parts = 1;      // P: contiguous parts of the row's edges, merged by a fixed shuffle tree
   int64_t col_blocks = 1;  // grid.y: column tiles of G * V * kColVecsPerLane
-  int64_t seg = 0;         // hub segment length in nonzeros (0 = no hub pass)
-  int64_t nchunks = 0;     // ceil(nnz / seg)
+  SegmentPlan hub;         // hub pass (hub.seg == 0: none); here hub.thr == hub.seg
   int64_t row_blocks = 0;  // grid.x of the row kernel
-  int64_t chunk_blocks = 0;
+  int64_t segment_blocks = 0;
   int64_t combine_blocks = 0;
 };
 
@@ -67,21 +111,13 @@ inline SpmmPlan plan_spmm(int64_t M, int64_t nnz, int64_t C, int64_t max_deg, in
     p.edge_parts *= 2;
   p.group = p.col_lanes * p.edge_parts;
   p.col_blocks = (C + cols_per_group - 1) / cols_per_group;
-  // Segment length: as short as kMinSegment, longer only to cap the workspace
-  // (2 slots per segment: the row that holds its first and the row that holds its last entry).
-  // A hub is a row longer than kHubFactor times the average row (and than kMinSegment); the
-  // segment length is that threshold, raised further only to cap the workspace.
-  int64_t seg = std::max<int64_t>(SpmmTuning::kMinSegment, pow2ceil(avg * SpmmTuning::kHubFactor));
-  while (nnz / seg * 2 * C > SpmmTuning::kWorkspaceElems) seg <<= 1;
-  const bool hubs = max_deg < 0 ? nnz > seg : max_deg > seg;
-  p.seg = hubs ? seg : 0;
-  p.nchunks = hubs ? (nnz + seg - 1) / seg : 0;
+  p.hub = plan_segments(M, nnz, max_deg, hub_threshold(M, nnz), C);
   const int64_t groups_per_block = SpmmTuning::kBlockThreads / p.group;
   p.row_blocks = (M + groups_per_block - 1) / groups_per_block;
   // Hub pass: one warp per segment (Gc column lanes x 32/Gc edge parts); then one combine block
-  // per 16 segments (a block merges the hub rows that start in its segments).
-  p.chunk_blocks = (p.nchunks * 32 + SpmmTuning::kBlockThreads - 1) / SpmmTuning::kBlockThreads;
-  p.combine_blocks = (p.nchunks + SpmmTuning::kCombineThreads / 32 - 1) / (SpmmTuning::kCombineThreads / 32);
+  // per kCombineThreads / 32 segments (a block merges the hub rows that start in its segments).
+  p.segment_blocks = (p.hub.nsegments * 32 + SpmmTuning::kBlockThreads - 1) / SpmmTuning::kBlockThreads;
+  p.combine_blocks = combine_blocks(p.hub.nsegments, SpmmTuning::kCombineThreads);
   return p;
 }
 
@@ -115,24 +151,24 @@ inline SddmmPlan plan_sddmm(int64_t nnz, int64_t H, int64_t F, bool add, int ele
 }
 
 // FusedMM: one group per (row, head); lanes split F for the dot and D for the aggregation;
-// online softmax (running max and sum, rescaled accumulator). Hub rows use the same fixed
-// segments as SpMM, with partial states (max, sum, acc[D]) combined in segment order.
+// online softmax (running max and sum, rescaled accumulator). Hub rows take the hub pass with
+// partial states (max, sum, acc[D]) per (segment, head). Segments start at kMinSegment, shorter
+// than SpMM's (a row that fits inside one segment is never a hub, so a segment still meets at
+// most two hub rows), which gives the one-group-per-(segment, head) segment kernel more
+// parallelism.
 struct FusedTuning {
   static constexpr int kBlockThreads = 256;
   static constexpr int kColVecsPerLane = 2;   // D columns per lane: kColVecsPerLane * V
-  static constexpr int kCombineThreads = 256; // hub combine: one block per hub row
-  static constexpr int64_t kMinSegment = 256;
-  static constexpr int64_t kWorkspaceElems = int64_t(1) << 23;
+  static constexpr int kUnroll = 4;           // edges in flight per group
+  static constexpr int kCombineThreads = 256; // hub combine: one warp per segment
 };
 struct FusedPlan {
   int vec = 1;
   int group = 1;
   int64_t col_blocks = 1;
-  int64_t seg = 0;
-  int64_t thr = 0;  // hub rows: deg > thr (thr >= seg)
-  int64_t nchunks = 0;
+  SegmentPlan hub;  // hub pass (hub.seg == 0: none)
   int64_t row_blocks = 0;
-  int64_t chunk_blocks = 0;
+  int64_t segment_blocks = 0;
   int64_t combine_blocks = 0;
 };
 inline FusedPlan plan_fused(int64_t M, int64_t nnz, int64_t H, int64_t F, int64_t D, bool add,
@@ -147,21 +183,11 @@ inline FusedPlan plan_fused(int64_t M, int64_t nnz, int64_t H, int64_t F, int64_
       32, pow2ceil(std::max<int64_t>(fv, (dv + per_lane - 1) / per_lane))));
   const int64_t cols_per_group = int64_t(p.group) * p.vec * per_lane;
   p.col_blocks = std::max<int64_t>(1, (D + cols_per_group - 1) / cols_per_group);
-  // Hub threshold as SpMM's; segments may be shorter than the threshold (a row that fits inside
-  // one segment is then never a hub, so a segment still meets at most two hub rows), which gives
-  // the one-group-per-(segment, head) hub pass more parallelism.
-  const int64_t avg = M > 0 ? nnz / M : 0;
-  p.thr = std::max<int64_t>(SpmmTuning::kMinSegment, pow2ceil(avg * SpmmTuning::kHubFactor));
-  int64_t seg = FusedTuning::kMinSegment;
-  while (nnz / seg * 2 * H * (D + 2) > FusedTuning::kWorkspaceElems) seg <<= 1;
-  p.thr = std::max(p.thr, seg);
-  const bool hubs = max_deg < 0 ? nnz > p.thr : max_deg > p.thr;
-  p.seg = hubs ? seg : 0;
-  p.nchunks = hubs ? (nnz + seg - 1) / seg : 0;
+  p.hub = plan_segments(M, nnz, max_deg, SegmentTuning::kMinSegment, H * (D + 2));
   const int64_t groups_per_block = FusedTuning::kBlockThreads / p.group;
   p.row_blocks = (M * H + groups_per_block - 1) / groups_per_block;
-  p.chunk_blocks = (p.nchunks * H + groups_per_block - 1) / groups_per_block;
-  p.combine_blocks = (p.nchunks + FusedTuning::kCombineThreads / 32 - 1) / (FusedTuning::kCombineThreads / 32);
+  p.segment_blocks = (p.hub.nsegments * H + groups_per_block - 1) / groups_per_block;
+  p.combine_blocks = combine_blocks(p.hub.nsegments, FusedTuning::kCombineThreads);
   return p;
 }
 

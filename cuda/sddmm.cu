@@ -5,6 +5,7 @@
 // kEdgesPerGroup consecutive edges (found by one binary search in rowptr, then a forward walk),
 // so hub rows spread over many groups for free. U edges are kept in flight per group.
 #include "common.cuh"
+#include "dispatch.cuh"
 #include "policy.cuh"
 #include "gnnsparse/cuda.hpp"
 
@@ -99,69 +100,59 @@ sddmm_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const T* _
   }
 }
 
-template <class T, class I>
-void sddmm_typed(SddmmOp op, const void* rowptr, const void* col, const void* X, const void* Y,
-                 void* E, int64_t M, int64_t nnz, int64_t H, int64_t F, cudaStream_t stream) {
-  const bool add = op == SddmmOp::add;
-  const bool aligned = reinterpret_cast<uintptr_t>(X) % 16 == 0 &&
-                       reinterpret_cast<uintptr_t>(Y) % 16 == 0;
-  const SddmmPlan p = plan_sddmm(nnz, H, F, add, sizeof(T), aligned);
-  if (p.blocks > 0x7fffffffLL)
-    throw std::invalid_argument("gnnsparse cuda sddmm: problem too large for one launch");
-  const auto* rp = static_cast<const I*>(rowptr);
-  const auto* cp = static_cast<const I*>(col);
-  const auto* xp = static_cast<const T*>(X);
-  const auto* yp = static_cast<const T*>(Y);
-  auto* ep = static_cast<T*>(E);
-  const dim3 grid(static_cast<unsigned>(p.blocks));
-  constexpr int VF = 16 / sizeof(T);
-  constexpr int B = SddmmTuning::kBlockThreads;
-  if (add)
-    sddmm_kernel<T, I, SddmmOp::add, 1><<<grid, B, 0, stream>>>(rp, cp, xp, yp, ep, M, nnz, H, 1, p.group);
-  else if (p.vec == VF)
-    sddmm_kernel<T, I, SddmmOp::dot, VF><<<grid, B, 0, stream>>>(rp, cp, xp, yp, ep, M, nnz, H, F, p.group);
-  else
-    sddmm_kernel<T, I, SddmmOp::dot, 1><<<grid, B, 0, stream>>>(rp, cp, xp, yp, ep, M, nnz, H, F, p.group);
-  GS_LAUNCH_CHECK("sddmm_kernel");
+// Checks sizes and pointers; false when there is nothing to compute.
+inline bool sddmm_has_work(const SddmmArgs& a) {
+  const CsrView& A = a.A;
+  if (A.M < 0 || A.K < 0 || A.nnz < 0 || a.H < 0 || a.F < 0)
+    throw std::invalid_argument("gnnsparse cuda sddmm: negative size");
+  if (A.nnz == 0 || a.H == 0) return false;
+  if (a.E == nullptr) throw std::invalid_argument("gnnsparse cuda sddmm: null pointer");
+  return true;
 }
 
-template <class T>
-void sddmm_itype(IType it, SddmmOp op, const void* rowptr, const void* col, const void* X,
-                 const void* Y, void* E, int64_t M, int64_t nnz, int64_t H, int64_t F,
-                 cudaStream_t s) {
-  if (it == IType::i32) return sddmm_typed<T, int32_t>(op, rowptr, col, X, Y, E, M, nnz, H, F, s);
-  if (it == IType::i64) return sddmm_typed<T, int64_t>(op, rowptr, col, X, Y, E, M, nnz, H, F, s);
-  throw std::invalid_argument("gnnsparse cuda sddmm: index type must be int32 or int64");
+template <class T, class I, SddmmOp OP>
+void run_sddmm(const SddmmArgs& a, cudaStream_t stream) {
+  if (!sddmm_has_work(a)) return;
+  const int64_t M = a.A.M, nnz = a.A.nnz, H = a.H, F = a.F;
+  auto* ep = static_cast<T*>(a.E);
+  if (OP == SddmmOp::dot && F == 0) {  // empty dot products: E = 0
+    GS_CUDA_CHECK(cudaMemsetAsync(ep, 0, static_cast<size_t>(nnz * H) * sizeof(T), stream));
+    return;
+  }
+  if (a.A.rowptr == nullptr || a.A.col == nullptr || a.X == nullptr || a.Y == nullptr)
+    throw std::invalid_argument("gnnsparse cuda sddmm: null pointer");
+  const bool aligned = reinterpret_cast<uintptr_t>(a.X) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(a.Y) % 16 == 0;
+  const SddmmPlan p = plan_sddmm(nnz, H, F, OP == SddmmOp::add, sizeof(T), aligned);
+  check_grid("sddmm", {p.blocks}, 1);
+  const auto* rp = static_cast<const I*>(a.A.rowptr);
+  const auto* cp = static_cast<const I*>(a.A.col);
+  const auto* xp = static_cast<const T*>(a.X);
+  const auto* yp = static_cast<const T*>(a.Y);
+  const dim3 grid(static_cast<unsigned>(p.blocks));
+  constexpr int B = SddmmTuning::kBlockThreads;
+  if constexpr (OP == SddmmOp::add) {  // one value per (edge, head): no vectors, F = 1
+    sddmm_kernel<T, I, OP, 1><<<grid, B, 0, stream>>>(rp, cp, xp, yp, ep, M, nnz, H, 1, p.group);
+  } else {
+    dispatch_vec<16 / sizeof(T)>(p.vec, [&](auto v) {
+      sddmm_kernel<T, I, OP, decltype(v)::value><<<grid, B, 0, stream>>>(rp, cp, xp, yp, ep, M, nnz, H, F, p.group);
+    });
+  }
+  GS_LAUNCH_CHECK("sddmm_kernel");
 }
 
 }  // namespace gnnsparse::cuda_detail
 
 namespace gnnsparse::cuda {
 
-void sddmm(DType dtype, IType itype, SddmmOp op, const void* rowptr, const void* col,
-           const void* X, const void* Y, void* E, int64_t M, int64_t K, int64_t nnz, int64_t H,
-           int64_t F, cudaStream_t stream) {
+void sddmm(const SddmmArgs& a, cudaStream_t stream) {
   using namespace cuda_detail;
-  if (M < 0 || K < 0 || nnz < 0 || H < 0 || F < 0)
-    throw std::invalid_argument("gnnsparse cuda sddmm: negative size");
-  if (op != SddmmOp::dot && op != SddmmOp::add)
-    throw std::invalid_argument("gnnsparse cuda sddmm: op must be dot or add");
-  if (nnz == 0 || H == 0) return;
-  if (op == SddmmOp::dot && F == 0) {
-    // Empty dot products: E = 0.
-    size_t es = dtype == DType::f64 ? 8 : dtype == DType::f32 ? 4 : 2;
-    GS_CUDA_CHECK(cudaMemsetAsync(E, 0, static_cast<size_t>(nnz * H) * es, stream));
-    return;
-  }
-  if (rowptr == nullptr || col == nullptr || X == nullptr || Y == nullptr || E == nullptr)
-    throw std::invalid_argument("gnnsparse cuda sddmm: null pointer");
-  switch (dtype) {
-    case DType::f32: return sddmm_itype<float>(itype, op, rowptr, col, X, Y, E, M, nnz, H, F, stream);
-    case DType::f64: return sddmm_itype<double>(itype, op, rowptr, col, X, Y, E, M, nnz, H, F, stream);
-    case DType::f16: return sddmm_itype<__half>(itype, op, rowptr, col, X, Y, E, M, nnz, H, F, stream);
-    case DType::bf16: return sddmm_itype<__nv_bfloat16>(itype, op, rowptr, col, X, Y, E, M, nnz, H, F, stream);
-  }
-  throw std::invalid_argument("gnnsparse cuda sddmm: unknown dtype");
+  check_precision(a.precision);
+  dispatch_types(a.dtype, a.A.itype, [&](auto t, auto i) {
+    dispatch_sddmm_op(a.op, [&](auto op) {
+      run_sddmm<typename decltype(t)::type, typename decltype(i)::type, decltype(op)::value>(a, stream);
+    });
+  });
 }
 
 }  // namespace gnnsparse::cuda

@@ -3,13 +3,16 @@
 // Schedule (policy.cuh, plan_spmm): a group of G lanes per row; each lane owns
 // kColVecsPerLane vectors of V columns (V * sizeof(T) = 16 bytes when C and alignment allow)
 // and walks the row's edges in ascending order, kept U edges in flight (gathers of X rows are
-// the traffic). Rows longer than `seg` nonzeros are not walked by one group: a first kernel cuts
-// the nnz range into fixed segments of `seg` entries and reduces each (segment, hub row) pair
-// into a workspace slot; a combine kernel (one block per hub row) merges them in segment order. No
-// atomics anywhere, so results are bitwise reproducible. (Row splitting as in Yang, Buluc,
-// Owens, "Design principles for sparse matrix multiplication on the GPU", Euro-Par 2018.)
+// the traffic). Hub rows (longer than the plan's threshold) are not walked by one group: the hub
+// pass of segments.cuh cuts the nnz range into fixed segments, spmm_segment_kernel reduces each
+// (segment, hub row) piece into a workspace slot, and spmm_combine_kernel merges a hub row's
+// slots in segment order. No atomics anywhere, so results are bitwise reproducible. (Row
+// splitting as in Yang, Buluc, Owens, "Design principles for sparse matrix multiplication on the
+// GPU", Euro-Par 2018.)
 #include "common.cuh"
+#include "dispatch.cuh"
 #include "policy.cuh"
+#include "segments.cuh"
 #include "gnnsparse/cuda.hpp"
 
 namespace gnnsparse::cuda_detail {
@@ -140,36 +143,33 @@ struct SpmmAgent {
   }
 };
 
+// One warp per segment: Gc column lanes x 32 / Gc edge parts reduce each hub piece of the segment
+// (reduce_split) into its workspace slot.
 template <class T, class I, Reduce R, int V>
 __global__ void __launch_bounds__(SpmmTuning::kBlockThreads)
-spmm_chunk_kernel(const I* __restrict__ rowptr, const I* __restrict__ col,
-                  const typename ValOf<T>::type* __restrict__ val, const T* __restrict__ X,
-                  int64_t M, int64_t C, int64_t nnz, int Gc, int64_t seg, int64_t nchunks,
-                  typename AccOf<T>::type* __restrict__ wsv, int64_t* __restrict__ wsa,
-                  const int* __restrict__ has_hub) {
+spmm_segment_kernel(const I* __restrict__ rowptr, const I* __restrict__ col,
+                    const typename ValOf<T>::type* __restrict__ val, const T* __restrict__ X,
+                    int64_t M, int64_t C, int64_t nnz, int Gc, int64_t seg, int64_t nsegments,
+                    typename AccOf<T>::type* __restrict__ wsv, int64_t* __restrict__ wsa,
+                    const int* __restrict__ has_hub) {
   using Ag = SpmmAgent<T, I, R, V>;
   using A = typename Ag::A;
   constexpr int TL = Ag::TL;
   if (*has_hub == 0) return;
-  const int64_t ch = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int64_t s = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int sub = threadIdx.x % 32, cs = sub % Gc, P = 32 / Gc;
-  if (ch >= nchunks) return;
-  const int64_t p0 = ch * seg, p1 = min(nnz, p0 + seg);
-  const int64_t r0 = row_of(rowptr, M, p0), r1 = row_of(rowptr, M, p1 - 1);
+  if (s >= nsegments) return;
+  const SegmentRows sr = segment_rows(rowptr, M, nnz, seg, s);
   int64_t c[TL];
   bool ok[TL];
   Ag::columns(C, Gc, cs, c, ok);
-  for (int slot = 0; slot < 2; ++slot) {
-    const int64_t r = slot ? r1 : r0;
-    if (slot == 1 && r1 == r0) break;
-    const int64_t rk0 = rowptr[r], rk1 = rowptr[r + 1];
-    if (rk1 - rk0 <= seg) continue;
+  for_each_hub_piece(rowptr, sr, seg, [&](int slot, int64_t, int64_t kb, int64_t ke) {
     A acc[TL][V];
     int64_t arg[TL][V];
     Ag::init(acc, arg);
-    Ag::reduce_split(col, val, X, C, c, ok, max(p0, rk0), min(p1, rk1), Gc, P, sub, acc, arg);
-    if (sub >= Gc) continue;
-    const int64_t base = (ch * 2 + slot) * C;
+    Ag::reduce_split(col, val, X, C, c, ok, kb, ke, Gc, P, sub, acc, arg);
+    if (sub >= Gc) return;
+    const int64_t base = (s * 2 + slot) * C;
 #pragma unroll
     for (int t = 0; t < TL; ++t) {
       if (!ok[t]) continue;
@@ -179,13 +179,13 @@ spmm_chunk_kernel(const I* __restrict__ rowptr, const I* __restrict__ col,
         if constexpr (Ag::Red::kHasArg) wsa[base + c[t] + e] = arg[t][e];
       }
     }
-  }
+  });
 }
 
 // One group of G = Gc * P lanes per row: Gc lanes split the columns, P lane sets split the
 // row's edges into contiguous parts, merged by a fixed xor-shuffle tree (lower part = smaller
-// edge indices, so ties still go to the smallest k). Hub rows (deg > seg) are left to the
-// combine kernel; with P = 1, rows longer than kWarpRowMin are taken by the whole warp.
+// edge indices, so ties still go to the smallest k). Hub rows (deg > hub_thr) are left to the
+// hub pass; with P = 1, rows longer than kWarpRowMin are taken by the whole warp.
 template <class T, class I, Reduce R, int V>
 __global__ void __launch_bounds__(SpmmTuning::kBlockThreads,
                                   (std::is_same_v<T, float> && (R == Reduce::sum || R == Reduce::mean))
@@ -193,10 +193,9 @@ __global__ void __launch_bounds__(SpmmTuning::kBlockThreads,
 spmm_row_kernel(const I* __restrict__ rowptr, const I* __restrict__ col,
                 const typename ValOf<T>::type* __restrict__ val, const T* __restrict__ X,
                 T* __restrict__ Y, int64_t* __restrict__ argout, int64_t M, int64_t C, int Gc,
-                int P, int64_t seg) {
+                int P, int64_t hub_thr) {
   using Ag = SpmmAgent<T, I, R, V>;
   using A = typename Ag::A;
-  using Red = typename Ag::Red;
   constexpr int TL = Ag::TL;
   const int G = Gc * P;
   const int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / G;
@@ -207,7 +206,7 @@ spmm_row_kernel(const I* __restrict__ rowptr, const I* __restrict__ col,
     k1 = __ldg(rowptr + row + 1);
   }
   const int64_t deg = k1 - k0;
-  const bool hub = seg > 0 && deg > seg;  // left to the hub kernels
+  const bool hub = hub_thr > 0 && deg > hub_thr;  // left to the hub pass
   // Without an edge split in the plan, rows longer than kWarpRowMin are taken by the whole warp
   // after its short rows (warp-level balancing for skewed degrees).
   const bool warp_split = P == 1 && Gc < 32;
@@ -238,14 +237,14 @@ spmm_row_kernel(const I* __restrict__ rowptr, const I* __restrict__ col,
   }
 }
 
-// Hub rows: block b looks at segments 16b .. 16b+15 (one warp each) for a hub row that starts
-// in it (at most one per segment, since a hub is longer than a segment), and merges that row's
-// segment partials: thread (p, column) folds a contiguous range of segments in order, then the
-// P per-thread results are folded in order p = 0, 1, ... — a fixed order, so deterministic.
+// Hub rows: block b looks at segments NW b .. NW b + NW - 1 (one warp each) for hub rows that start
+// in them, and merges each such row's segment partials: thread (p, column) folds a contiguous
+// range of segments in order, then the P per-thread results are folded in order p = 0, 1, ... — a
+// fixed order, so deterministic.
 template <class T, class I, Reduce R>
 __global__ void __launch_bounds__(SpmmTuning::kCombineThreads)
 spmm_combine_kernel(const I* __restrict__ rowptr, T* __restrict__ Y, int64_t* __restrict__ argout,
-                    int64_t M, int64_t C, int64_t nnz, int64_t seg, int64_t nchunks,
+                    int64_t M, int64_t C, int64_t nnz, int64_t seg, int64_t nsegments,
                     const typename AccOf<T>::type* __restrict__ wsv,
                     const int64_t* __restrict__ wsa, const int* __restrict__ has_hub) {
   using A = typename AccOf<T>::type;
@@ -255,24 +254,13 @@ spmm_combine_kernel(const I* __restrict__ rowptr, T* __restrict__ Y, int64_t* __
   __shared__ int64_t rows[NW];
   __shared__ A sacc[NT];
   __shared__ int64_t sarg[Red::kHasArg ? NT : 1];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, tid = threadIdx.x;
-  if (lane == 0) {
-    const int64_t ch = int64_t(blockIdx.x) * NW + warp;
-    int64_t r = -1;
-    if (ch < nchunks) {
-      const int64_t p0 = ch * seg, p1 = min(nnz, p0 + seg);
-      const int64_t rr = row_of(rowptr, M, p1 - 1);
-      const int64_t rk0 = rowptr[rr], rk1 = rowptr[rr + 1];
-      if (rk0 >= p0 && rk1 - rk0 > seg) r = rr;
-    }
-    rows[warp] = r;
-  }
-  __syncthreads();
+  const int tid = threadIdx.x;
+  hub_rows_starting_in_block<NW>(rowptr, M, nnz, seg, seg, nsegments, rows);
   for (int w = 0; w < NW; ++w) {
     const int64_t r = rows[w];
     if (r < 0) continue;
     const int64_t k0 = rowptr[r], k1 = rowptr[r + 1], deg = k1 - k0;
-    const int64_t c0 = k0 / seg, n = (k1 - 1) / seg - c0 + 1;
+    const int64_t c0 = k0 / seg, n = (k1 - 1) / seg - c0 + 1;  // the row's segments: c0 .. c0 + n - 1
     const int64_t CT = C < NT ? C : NT;
     const int64_t P = NT / CT;
     for (int64_t cb = 0; cb < C; cb += CT) {
@@ -284,9 +272,8 @@ spmm_combine_kernel(const I* __restrict__ rowptr, T* __restrict__ Y, int64_t* __
         const int64_t q0 = n * part / P, q1 = n * (part + 1) / P;
 #pragma unroll 8
         for (int64_t q = q0; q < q1; ++q) {
-          const int64_t ch = c0 + q;
-          const int64_t slot = (ch * seg >= k0) ? 0 : 1;
-          const int64_t at = (ch * 2 + slot) * C + cc;
+          const int64_t s = c0 + q, slot = hub_slot(s, seg, k0);
+          const int64_t at = (s * 2 + slot) * C + cc;
           if constexpr (Red::kHasArg) Red::merge(acc, arg, wsv[at], wsa[at]);
           else acc += wsv[at];
         }
@@ -313,103 +300,70 @@ spmm_combine_kernel(const I* __restrict__ rowptr, T* __restrict__ Y, int64_t* __
 }
 
 template <class T, class I, Reduce R, int V>
-void launch_spmm(const SpmmPlan& p, const void* rowptr, const void* col, const void* val,
-                 const void* X, void* Y, int64_t* arg, int64_t M, int64_t C, int64_t nnz,
-                 cudaStream_t stream) {
+void launch_spmm(const SpmmPlan& p, const SpmmArgs& a, cudaStream_t stream) {
   using A = typename AccOf<T>::type;
-  using VT = typename ValOf<T>::type;
   constexpr bool has_arg = Reducer<A, R>::kHasArg;
-  const auto* rp = static_cast<const I*>(rowptr);
-  const auto* cp = static_cast<const I*>(col);
-  const auto* vp = static_cast<const VT*>(val);
-  const auto* xp = static_cast<const T*>(X);
-  A* wsv = nullptr;
-  int64_t* wsa = nullptr;
-  void* ws = nullptr;
-  if (p.seg > 0) {
-    const size_t slots = static_cast<size_t>(p.nchunks) * 2 * static_cast<size_t>(C);
-    const size_t bytes = 16 + slots * sizeof(A) + (has_arg ? slots * sizeof(int64_t) : 0);
-    GS_CUDA_CHECK(cudaMallocAsync(&ws, bytes, stream));
-    int* flag = static_cast<int*>(ws);
-    wsv = reinterpret_cast<A*>(static_cast<char*>(ws) + 16);
-    if (has_arg) wsa = reinterpret_cast<int64_t*>(static_cast<char*>(ws) + 16 + slots * sizeof(A));
-    GS_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(int), stream));
-    const int64_t fb = std::min<int64_t>((M + 255) / 256, 1024);
-    hub_flag_kernel<I><<<static_cast<unsigned>(fb), 256, 0, stream>>>(rp, M, p.seg, flag);
-    GS_LAUNCH_CHECK("hub_flag_kernel");
-    const dim3 grid(static_cast<unsigned>(p.chunk_blocks), static_cast<unsigned>(p.col_blocks));
-    spmm_chunk_kernel<T, I, R, V><<<grid, SpmmTuning::kBlockThreads, 0, stream>>>(
-        rp, cp, vp, xp, M, C, nnz, p.col_lanes, p.seg, p.nchunks, wsv, wsa, flag);
-    GS_LAUNCH_CHECK("spmm_chunk_kernel");
+  const auto* rp = static_cast<const I*>(a.A.rowptr);
+  const auto* cp = static_cast<const I*>(a.A.col);
+  const auto* vp = static_cast<const typename ValOf<T>::type*>(a.A.val);
+  const auto* xp = static_cast<const T*>(a.X);
+  auto* yp = static_cast<T*>(a.Y);
+  const int64_t M = a.A.M, nnz = a.A.nnz, C = a.C;
+  HubWorkspace ws;
+  if (p.hub.seg > 0) {
+    const size_t slots = static_cast<size_t>(p.hub.nsegments) * 2 * static_cast<size_t>(C);
+    ws.begin(slots * sizeof(A) + (has_arg ? slots * sizeof(int64_t) : 0), rp, M, p.hub.thr, stream);
+    A* wsv = ws.payload<A>();
+    int64_t* wsa = has_arg ? ws.payload<int64_t>(slots * sizeof(A)) : nullptr;
+    const dim3 grid(static_cast<unsigned>(p.segment_blocks), static_cast<unsigned>(p.col_blocks));
+    spmm_segment_kernel<T, I, R, V><<<grid, SpmmTuning::kBlockThreads, 0, stream>>>(
+        rp, cp, vp, xp, M, C, nnz, p.col_lanes, p.hub.seg, p.hub.nsegments, wsv, wsa, ws.flag());
+    GS_LAUNCH_CHECK("spmm_segment_kernel");
     spmm_combine_kernel<T, I, R><<<static_cast<unsigned>(p.combine_blocks),
                                    SpmmTuning::kCombineThreads, 0, stream>>>(
-        rp, static_cast<T*>(Y), arg, M, C, nnz, p.seg, p.nchunks, wsv, wsa, flag);
+        rp, yp, a.arg, M, C, nnz, p.hub.seg, p.hub.nsegments, wsv, wsa, ws.flag());
     GS_LAUNCH_CHECK("spmm_combine_kernel");
   }
   const dim3 grid(static_cast<unsigned>(p.row_blocks), static_cast<unsigned>(p.col_blocks));
   spmm_row_kernel<T, I, R, V><<<grid, SpmmTuning::kBlockThreads, 0, stream>>>(
-      rp, cp, vp, xp, static_cast<T*>(Y), arg, M, C, p.col_lanes, p.edge_parts, p.seg);
+      rp, cp, vp, xp, yp, a.arg, M, C, p.col_lanes, p.edge_parts, p.hub.row_limit());
   GS_LAUNCH_CHECK("spmm_row_kernel");
-  if (ws != nullptr) GS_CUDA_CHECK(cudaFreeAsync(ws, stream));
+  ws.end();
+}
+
+// Checks sizes and pointers; false when there is nothing to compute.
+inline bool spmm_has_work(const SpmmArgs& a) {
+  const CsrView& A = a.A;
+  if (A.M < 0 || A.K < 0 || a.C < 0 || A.nnz < 0)
+    throw std::invalid_argument("gnnsparse cuda spmm: negative size");
+  if (A.M == 0 || a.C == 0) return false;
+  if (A.rowptr == nullptr || a.Y == nullptr || (A.nnz > 0 && (A.col == nullptr || a.X == nullptr)))
+    throw std::invalid_argument("gnnsparse cuda spmm: null pointer");
+  return true;
 }
 
 template <class T, class I, Reduce R>
-void spmm_typed(const void* rowptr, const void* col, const void* val, const void* X, void* Y,
-                int64_t* arg, int64_t M, int64_t C, int64_t nnz, cudaStream_t stream,
-                int64_t max_deg) {
-  const bool aligned = reinterpret_cast<uintptr_t>(X) % 16 == 0 &&
-                       reinterpret_cast<uintptr_t>(Y) % 16 == 0;
-  const SpmmPlan p = plan_spmm(M, nnz, C, max_deg, sizeof(T), aligned);
-  if (p.row_blocks > 0x7fffffffLL || p.chunk_blocks > 0x7fffffffLL || p.combine_blocks > 0x7fffffffLL ||
-      p.col_blocks > 65535)
-    throw std::invalid_argument("gnnsparse cuda spmm: problem too large for one launch");
-  constexpr int VF = 16 / sizeof(T);
-  if (p.vec == VF) launch_spmm<T, I, R, VF>(p, rowptr, col, val, X, Y, arg, M, C, nnz, stream);
-  else launch_spmm<T, I, R, 1>(p, rowptr, col, val, X, Y, arg, M, C, nnz, stream);
-}
-
-template <class T, class I>
-void spmm_reduce(Reduce r, const void* rowptr, const void* col, const void* val, const void* X,
-                 void* Y, int64_t* arg, int64_t M, int64_t C, int64_t nnz, cudaStream_t s,
-                 int64_t md) {
-  switch (r) {
-    case Reduce::sum: return spmm_typed<T, I, Reduce::sum>(rowptr, col, val, X, Y, arg, M, C, nnz, s, md);
-    case Reduce::mean: return spmm_typed<T, I, Reduce::mean>(rowptr, col, val, X, Y, arg, M, C, nnz, s, md);
-    case Reduce::max: return spmm_typed<T, I, Reduce::max>(rowptr, col, val, X, Y, arg, M, C, nnz, s, md);
-    case Reduce::min: return spmm_typed<T, I, Reduce::min>(rowptr, col, val, X, Y, arg, M, C, nnz, s, md);
-  }
-  throw std::invalid_argument("gnnsparse cuda spmm: unknown reduce");
-}
-
-template <class T>
-void spmm_itype(IType it, Reduce r, const void* rowptr, const void* col, const void* val,
-                const void* X, void* Y, int64_t* arg, int64_t M, int64_t C, int64_t nnz,
-                cudaStream_t s, int64_t md) {
-  if (it == IType::i32) return spmm_reduce<T, int32_t>(r, rowptr, col, val, X, Y, arg, M, C, nnz, s, md);
-  if (it == IType::i64) return spmm_reduce<T, int64_t>(r, rowptr, col, val, X, Y, arg, M, C, nnz, s, md);
-  throw std::invalid_argument("gnnsparse cuda spmm: index type must be int32 or int64");
+void run_spmm(const SpmmArgs& a, cudaStream_t stream) {
+  if (!spmm_has_work(a)) return;
+  const bool aligned = reinterpret_cast<uintptr_t>(a.X) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(a.Y) % 16 == 0;
+  const SpmmPlan p = plan_spmm(a.A.M, a.A.nnz, a.C, a.A.max_degree, sizeof(T), aligned);
+  check_grid("spmm", {p.row_blocks, p.segment_blocks, p.combine_blocks}, p.col_blocks);
+  dispatch_vec<16 / sizeof(T)>(p.vec, [&](auto v) { launch_spmm<T, I, R, decltype(v)::value>(p, a, stream); });
 }
 
 }  // namespace gnnsparse::cuda_detail
 
 namespace gnnsparse::cuda {
 
-void spmm(DType dtype, IType itype, Reduce reduce, const void* rowptr, const void* col,
-          const void* val, const void* X, void* Y, int64_t* arg, int64_t M, int64_t K,
-          int64_t C, int64_t nnz, cudaStream_t stream, int64_t max_degree_hint) {
+void spmm(const SpmmArgs& a, cudaStream_t stream) {
   using namespace cuda_detail;
-  if (M < 0 || K < 0 || C < 0 || nnz < 0)
-    throw std::invalid_argument("gnnsparse cuda spmm: negative size");
-  if (M == 0 || C == 0) return;
-  if (rowptr == nullptr || Y == nullptr || (nnz > 0 && (col == nullptr || X == nullptr)))
-    throw std::invalid_argument("gnnsparse cuda spmm: null pointer");
-  switch (dtype) {
-    case DType::f32: return spmm_itype<float>(itype, reduce, rowptr, col, val, X, Y, arg, M, C, nnz, stream, max_degree_hint);
-    case DType::f64: return spmm_itype<double>(itype, reduce, rowptr, col, val, X, Y, arg, M, C, nnz, stream, max_degree_hint);
-    case DType::f16: return spmm_itype<__half>(itype, reduce, rowptr, col, val, X, Y, arg, M, C, nnz, stream, max_degree_hint);
-    case DType::bf16: return spmm_itype<__nv_bfloat16>(itype, reduce, rowptr, col, val, X, Y, arg, M, C, nnz, stream, max_degree_hint);
-  }
-  throw std::invalid_argument("gnnsparse cuda spmm: unknown dtype");
+  check_precision(a.precision);
+  dispatch_types(a.dtype, a.A.itype, [&](auto t, auto i) {
+    dispatch_reduce(a.reduce, [&](auto r) {
+      run_spmm<typename decltype(t)::type, typename decltype(i)::type, decltype(r)::value>(a, stream);
+    });
+  });
 }
 
 }  // namespace gnnsparse::cuda

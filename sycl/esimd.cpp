@@ -1,6 +1,6 @@
 // ESIMD launchers (host code, g++ without -fsycl): the hooks esimd_spmm / esimd_sddmm /
 // esimd_fusedmm of sycl/ops.hpp. Each picks the kernel instance and nd_range with the shared
-// policy (sycl/kernels/esimd/policy.hpp: seed 000's NT rule, VLC, feature tile), gets the kernel
+// policy (sycl/esimd_policy.hpp: the ESIMD paper's NT rule, VLC, feature tile), gets the kernel
 // from the KernelCache (compiled once per context/device from the embedded esimd/*.hpp), and
 // submits it on the caller's queue after `deps`. A case the ESIMD kernels do not cover returns
 // std::nullopt and the dispatcher runs the portable kernel:
@@ -12,9 +12,8 @@
 
 #include <cstdint>
 #include <optional>
-#include <string>
 
-#include "kernels/esimd/policy.hpp"
+#include "esimd_policy.hpp"
 #include "ops.hpp"
 #include "runtime.hpp"
 
@@ -27,11 +26,10 @@ using i64 = std::int64_t;
 bool esimd_device(const sycl::queue &q) { return q.get_device().has(sycl::aspect::ext_intel_esimd); }
 
 template <typename... Args>
-sycl::event submit(sycl::queue &q, const std::string &entry, const std::string &name, const pol::Launch &l,
-                   const Deps &deps, Args... args) {
-  sycl::kernel k = KernelCache::instance().get(q, entry, name);
+sycl::event submit(sycl::queue &q, Instance in, const pol::Launch &l, const Deps &deps, Args... args) {
+  const sycl::kernel k = KernelCache::instance().get(q, in);
   return q.submit([&](sycl::handler &h) {
-    h.depends_on(deps);
+    if (!deps.empty()) h.depends_on(deps);
     h.set_args(args...);
     h.parallel_for(sycl::nd_range<1>{sycl::range<1>(size_t(l.global)), sycl::range<1>(size_t(l.local))}, k);
   });
@@ -41,16 +39,16 @@ template <typename I>
 sycl::event launch_spmm(sycl::queue &q, const SpmmArgs &a, const Deps &deps) {
   const pol::Launch l = pol::spmm_launch(a.A.M, a.A.nnz, a.C);
   const bool has_val = a.A.val != nullptr;
-  return submit(q, "esimd/spmm.hpp", pol::spmm_name(sizeof(I) == 8, l.vlc, l.n, has_val), l, deps,
+  return submit(q, pol::spmm_instance(sizeof(I) == 8, l.vlc, l.n, has_val), l, deps,
                    static_cast<const I *>(a.A.rowptr), static_cast<const I *>(a.A.col),
                    static_cast<const float *>(a.A.val), static_cast<const float *>(a.X), static_cast<float *>(a.Y),
-                   i64(a.A.M), i64(a.C), int(a.reduce == Reduce::mean ? 1 : 0));
+                   i64(a.A.M), i64(a.C), a.reduce);
 }
 
 template <typename I>
 sycl::event launch_sddmm(sycl::queue &q, const SddmmArgs &a, const Deps &deps) {
   const pol::Launch l = pol::sddmm_launch(a.A.M, a.A.nnz, a.H, a.F);
-  return submit(q, "esimd/sddmm.hpp", pol::sddmm_name(sizeof(I) == 8, l.nt, l.vlc, l.n), l, deps,
+  return submit(q, pol::sddmm_instance(sizeof(I) == 8, l.nt, l.vlc, l.n), l, deps,
                    static_cast<const I *>(a.A.rowptr), static_cast<const I *>(a.A.col),
                    static_cast<const float *>(a.X), static_cast<const float *>(a.Y), static_cast<float *>(a.E),
                    i64(a.H), i64(a.F));
@@ -60,12 +58,11 @@ template <typename I>
 sycl::event launch_fusedmm(sycl::queue &q, const FusedArgs &a, const Deps &deps) {
   const pol::Launch l = pol::fusedmm_launch(a.A.M, a.A.nnz, a.H, a.F, a.D);
   const bool has_val = a.A.val != nullptr;
-  const int edge = a.edge == EdgeFn::leaky_relu ? 1 : a.edge == EdgeFn::exp ? 2 : 0;
-  return submit(q, "esimd/fusedmm.hpp", pol::fusedmm_name(sizeof(I) == 8, l.vlc, l.n, l.n2, has_val), l, deps,
+  return submit(q, pol::fusedmm_instance(sizeof(I) == 8, l.vlc, l.n, l.n2, has_val), l, deps,
                    static_cast<const I *>(a.A.rowptr), static_cast<const I *>(a.A.col),
                    static_cast<const float *>(a.A.val), static_cast<const float *>(a.X),
                    static_cast<const float *>(a.Y), static_cast<const float *>(a.Z), static_cast<float *>(a.out),
-                   static_cast<float *>(a.E), i64(a.A.M), i64(a.H), i64(a.F), i64(a.D), edge, float(a.slope));
+                   static_cast<float *>(a.E), i64(a.A.M), i64(a.H), i64(a.F), i64(a.D), a.edge, float(a.slope));
 }
 
 constexpr i64 kMaxHeads = i64(1) << 24;  // chunk stores scatter at byte offsets lane * H * 4 (32-bit)

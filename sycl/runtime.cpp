@@ -1,6 +1,7 @@
 #include "runtime.hpp"
 
 #include <algorithm>
+#include <optional>
 
 namespace gnnsparse::sycl_rt {
 namespace syclex = sycl::ext::oneapi::experimental;
@@ -10,9 +11,7 @@ namespace {
 // results must not depend on the compiler's reassociation (the SYCL default is fast math).
 const std::vector<std::string> kBuildOptions = {"-fno-fast-math", "-ffp-contract=on"};
 
-std::string entry_source(const std::string &entry) {
-  return "#include \"" + entry + "\"\n";
-}
+std::string entry_source(const std::string &entry) { return "#include \"" + entry + "\"\n"; }
 
 syclex::include_files all_includes() {
   syclex::include_files inc;
@@ -25,16 +24,24 @@ void check_entry(const std::string &entry) {
   if (std::none_of(src.begin(), src.end(), [&](const auto &p) { return p.first == entry; }))
     throw std::invalid_argument("no embedded kernel source named '" + entry + "'");
 }
-}  // namespace
 
-bool KernelCache::KeyLess::operator()(const Key &a, const Key &b) const {
-  // sycl::context/device have no ordering: order by their hashes, then by identity.
-  std::hash<sycl::context> hc;
-  std::hash<sycl::device> hd;
-  auto ka = std::make_tuple(hc(std::get<0>(a)), hd(std::get<1>(a)), std::get<2>(a), std::get<3>(a));
-  auto kb = std::make_tuple(hc(std::get<0>(b)), hd(std::get<1>(b)), std::get<2>(b), std::get<3>(b));
-  return ka < kb;
+// The kernel_compiler: the embedded sources through the C++ front end and the device compiler.
+sycl::kernel build_from_source(const sycl::context &ctx, const sycl::device &dev, const std::string &entry,
+                               const std::string &name) {
+  std::string log;
+  try {
+    auto src = syclex::create_kernel_bundle_from_source(ctx, syclex::source_language::sycl, entry_source(entry),
+                                                        syclex::properties{all_includes()});
+    auto exe = syclex::build(src, std::vector<sycl::device>{dev},
+                             syclex::properties{syclex::build_options{kBuildOptions}, syclex::save_log{&log},
+                                                syclex::registered_names{std::vector<std::string>{name}}});
+    return exe.ext_oneapi_get_kernel(name);
+  } catch (sycl::exception &e) {
+    throw CompileError("building SYCL kernel " + name + " from " + entry + " failed: " + e.what() +
+                       (log.empty() ? std::string() : "\ncompiler log:\n" + log));
+  }
 }
+}  // namespace
 
 KernelCache &KernelCache::instance() {
   static KernelCache *cache = new KernelCache();  // never destroyed: kernels outlive static teardown order
@@ -43,31 +50,46 @@ KernelCache &KernelCache::instance() {
 
 size_t KernelCache::size() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return cache_.size();
+  size_t n = 0;
+  for (const auto &t : tables_) n += t->by_key.size() + t->by_name.size();
+  return n;
+}
+
+KernelCache::DeviceKernels &KernelCache::table(const sycl::context &ctx, const sycl::device &dev) {
+  if (last_ && last_->dev == dev && last_->ctx == ctx) return *last_;
+  for (auto &t : tables_)
+    if (t->dev == dev && t->ctx == ctx) return *(last_ = t.get());
+  tables_.push_back(std::make_unique<DeviceKernels>(DeviceKernels{ctx, dev, {}, {}}));
+  return *(last_ = tables_.back().get());
+}
+
+sycl::kernel KernelCache::get(const sycl::queue &q, Instance in) {
+  const sycl::context ctx = q.get_context();
+  const sycl::device dev = q.get_device();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto &t = table(ctx, dev);
+    auto it = t.by_key.find(in.key());
+    if (it != t.by_key.end()) return it->second;
+  }
+  sycl::kernel k = build_from_source(ctx, dev, in.spec().entry, instance_name(in));
+  std::lock_guard<std::mutex> lock(mu_);
+  return table(ctx, dev).by_key.emplace(in.key(), k).first->second;
 }
 
 sycl::kernel KernelCache::get(const sycl::queue &q, const std::string &entry, const std::string &name) {
-  Key key{q.get_context(), q.get_device(), entry, name};
+  const sycl::context ctx = q.get_context();
+  const sycl::device dev = q.get_device();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = cache_.find(key);
-    if (it != cache_.end()) return it->second;
+    auto &t = table(ctx, dev);
+    auto it = t.by_name.find(entry + '\n' + name);
+    if (it != t.by_name.end()) return it->second;
   }
   check_entry(entry);
-  std::string log;
-  try {
-    auto src = syclex::create_kernel_bundle_from_source(q.get_context(), syclex::source_language::sycl,
-                                                        entry_source(entry), syclex::properties{all_includes()});
-    auto exe = syclex::build(src, std::vector<sycl::device>{q.get_device()},
-                             syclex::properties{syclex::build_options{kBuildOptions}, syclex::save_log{&log},
-                                                syclex::registered_names{std::vector<std::string>{name}}});
-    sycl::kernel k = exe.ext_oneapi_get_kernel(name);
-    std::lock_guard<std::mutex> lock(mu_);
-    return cache_.emplace(key, k).first->second;
-  } catch (sycl::exception &e) {
-    throw CompileError("building SYCL kernel " + name + " from " + entry + " failed: " + e.what() +
-                       (log.empty() ? std::string() : "\ncompiler log:\n" + log));
-  }
+  sycl::kernel k = build_from_source(ctx, dev, entry, name);
+  std::lock_guard<std::mutex> lock(mu_);
+  return table(ctx, dev).by_name.emplace(entry + '\n' + name, k).first->second;
 }
 
 std::string KernelCache::compile_only(const sycl::queue &q, const std::string &entry,
@@ -92,7 +114,9 @@ DeviceCaps device_caps(const sycl::device &d) {
   DeviceCaps c;
   c.esimd = d.has(sycl::aspect::ext_intel_esimd);
   c.fp64 = d.has(sycl::aspect::fp64);
+  c.cpu = d.is_cpu();
   c.max_wg = d.get_info<sycl::info::device::max_work_group_size>();
+  c.compute_units = d.get_info<sycl::info::device::max_compute_units>();
   c.sg_sizes = d.get_info<sycl::info::device::sub_group_sizes>();
   c.preferred_sg = 0;
   for (size_t s : c.sg_sizes)
@@ -102,6 +126,18 @@ DeviceCaps device_caps(const sycl::device &d) {
       if (s <= 32) c.preferred_sg = std::max(c.preferred_sg, s);
   if (!c.preferred_sg) c.preferred_sg = 1;
   return c;
+}
+
+const DeviceCaps &caps_of(const sycl::queue &q) {
+  // Device queries are cheap but not free; keep the last device's answers.
+  thread_local std::optional<sycl::device> last;
+  thread_local DeviceCaps caps;
+  sycl::device d = q.get_device();
+  if (!last || *last != d) {
+    caps = device_caps(d);
+    last = std::move(d);
+  }
+  return caps;
 }
 
 }  // namespace gnnsparse::sycl_rt

@@ -251,15 +251,15 @@ def test_targets_met_and_missed():
     by = {t["target"]: t for t in cpu}
     assert by["SpMM >= torch.sparse.mm (CPU)"]["met"] is True       # geomean sqrt(1.2) > 1
     assert by["SpMM >= 2x scipy.sparse"]["met"] is False            # geomean sqrt(2.5) < 2
-    gpu = runner.targets([row("spmm", {"torch.sparse": 5.0}, width=16),
-                          row("spmm", {"torch.sparse": 2.0}, width=32, ours=1.0),
-                          row("spmm", {"torch.sparse": 2.0}, width=32, graph="rmat n=1M", ours=1.3),
+    gpu = runner.targets([row("spmm", {"torch.sparse": 5.0}, width=16, frac=0.97),
+                          row("spmm", {"torch.sparse": 2.0}, width=32, ours=1.0, frac=0.96),
+                          row("spmm", {"torch.sparse": 2.0}, width=32, graph="rmat n=1M", ours=1.3, frac=0.7),
                           row("fusedmm", {"unfused": 1.6})], "cuda")
     by = {t["target"]: t for t in gpu}
-    assert by["SpMM >= 4x cuSPARSE at C=16"]["met"] and not by["SpMM >= 3x cuSPARSE at C=32"]["met"]
-    assert by["FusedMM >= 1.5x our SDDMM + SpMM"]["met"]
-    assert not by["power-law SpMM time <= 1.2x uniform graph of equal nnz"]["met"]
-    assert not by["SpMM >= 85% of the bytes-model floor (graphs with >= 5M edges)"]["met"]
+    assert by["SpMM >= torch.sparse.mm (cuSPARSE)"]["met"]
+    assert by["FusedMM >= 1.3x our SDDMM + SpMM"]["met"]
+    assert not by["power-law SpMM time <= 1.15x the uniform graph of equal nnz"]["met"]
+    assert not by["SpMM >= 95% of the bytes-model floor (graphs with >= 5M edges)"]["met"]  # the R-MAT row: 70 %
 
 
 @sycl

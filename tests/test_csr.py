@@ -79,3 +79,89 @@ def test_transpose_and_perm(rng):
 def test_empty_matrix():
     A = gs.CSR(np.zeros(1, np.int32), np.zeros(0, np.int32), None, (0, 0))
     assert A.nnz == 0 and A.shape == (0, 0)
+
+
+# ---------------------------------------------------------------- no stale device copies
+def _graph(rng, n=30, e=120, weighted=True):
+    ei = np.stack([rng.integers(0, n, e), rng.integers(0, n, e)])
+    return ei, (rng.random(e).astype(np.float32) if weighted else None)
+
+
+def test_numpy_arrays_are_owned_and_read_only(rng):
+    ei, w = _graph(rng)
+    A = gs.CSR.from_edge_index(ei, 30, w)
+    X = rng.standard_normal((30, 8)).astype(np.float32)
+    Y0 = gs.spmm(A, X)
+    with pytest.raises(ValueError, match="read-only"):
+        A.val[:] = 10
+    # the constructor copies writeable caller arrays: later writes to them do not reach the matrix
+    rowptr, col, val = A.rowptr.copy(), A.col.copy(), A.val.copy()
+    B = gs.CSR(rowptr, col, val, A.shape)
+    np.testing.assert_array_equal(gs.spmm(B, X), Y0)
+    val[:] = 10
+    np.testing.assert_array_equal(gs.spmm(B, X), Y0)
+    # replacing the values is seen at once, for every value dtype cached so far
+    gs.spmm(B, X.astype(np.float64))
+    B.val = np.full(A.nnz, 10, np.float32)
+    np.testing.assert_allclose(gs.spmm(B, X), gs.reference.spmm(B, X), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(gs.spmm(B, X.astype(np.float64)), 10 * gs.reference.spmm(A.with_values(None), X),
+                               rtol=1e-12)
+    # with_values shares the structure and leaves the original alone
+    C = A.with_values(np.ones(A.nnz, np.float32))
+    np.testing.assert_array_equal(gs.spmm(A, X), Y0)
+    np.testing.assert_allclose(gs.spmm(C, X), gs.reference.spmm(A.with_values(None), X), rtol=1e-5, atol=1e-5)
+    # copy=False shares the caller's arrays: invalidate() after changing them in place
+    val2 = A.val.copy()
+    D = gs.CSR(A.rowptr, A.col, val2, A.shape, copy=False)
+    gs.spmm(D, X.astype(np.float64))  # caches a float64 copy of the values
+    val2[:] = 1
+    D.invalidate()
+    np.testing.assert_allclose(gs.spmm(D, X.astype(np.float64)), gs.reference.spmm(A.with_values(None), X),
+                               rtol=1e-12)
+
+
+def test_transpose_follows_new_values(rng):
+    ei, w = _graph(rng)
+    A = gs.CSR.from_edge_index(ei, 30, w)
+    T1 = A.T
+    A.val = np.arange(A.nnz, dtype=np.float32)
+    np.testing.assert_array_equal(A.T.val, A.val[A.T.perm])
+    assert A.T is not T1
+
+
+def test_torch_cpu_arrays_are_copied(rng):
+    torch = pytest.importorskip("torch")
+    ei, w = _graph(rng)
+    A0 = gs.CSR.from_edge_index(ei, 30, w)
+    val = torch.from_numpy(A0.val.copy())
+    A = gs.CSR(torch.from_numpy(A0.rowptr.copy()), torch.from_numpy(A0.col.copy()), val, A0.shape)
+    X = torch.from_numpy(rng.standard_normal((30, 8)).astype(np.float32))
+    Y0 = gs.spmm(A, X).clone()
+    val.mul_(3)
+    torch.testing.assert_close(gs.spmm(A, X), Y0)
+
+
+def test_dpnp_csr_values_changed_in_place_are_seen(rng):
+    dpnp = pytest.importorskip("dpnp")
+    ei, w = _graph(rng)
+    A0 = gs.CSR.from_edge_index(ei, 30, w)
+    A = gs.CSR(dpnp.asarray(A0.rowptr), dpnp.asarray(A0.col), dpnp.asarray(A0.val), A0.shape)
+    X = rng.standard_normal((30, 8))
+    for dt in (np.float32, np.float64):  # float64 features: the values are cast per call
+        Xd = dpnp.asarray(X.astype(dt), sycl_queue=A.rowptr.sycl_queue)
+        gs.spmm(A, Xd)
+        A.val[:] = 2.0
+        want = 2 * gs.reference.spmm(A0.with_values(None), X)
+        np.testing.assert_allclose(dpnp.asnumpy(gs.spmm(A, Xd)), want, rtol=1e-5, atol=1e-5)
+        A.val[:] = dpnp.asarray(A0.val)
+
+
+def test_host_csr_on_a_usm_queue_is_uploaded_once_and_refreshed_on_new_values(rng):
+    dpnp = pytest.importorskip("dpnp")
+    ei, w = _graph(rng)
+    A = gs.CSR.from_edge_index(ei, 30, w)
+    X = rng.standard_normal((30, 8)).astype(np.float32)
+    Xd = dpnp.asarray(X)
+    np.testing.assert_allclose(dpnp.asnumpy(gs.spmm(A, Xd)), gs.reference.spmm(A, X), rtol=1e-5, atol=1e-5)
+    A.val = np.full(A.nnz, 2.0, np.float32)
+    np.testing.assert_allclose(dpnp.asnumpy(gs.spmm(A, Xd)), gs.reference.spmm(A, X), rtol=1e-5, atol=1e-5)

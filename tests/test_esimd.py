@@ -2,13 +2,13 @@
 
 1. Compile check: every kernel instance the launchers (sycl/esimd.cpp) can pick passes the SYCL
    kernel_compiler's front end and ESIMD lowering/checks (to SPIR-V, no link, no run), through
-   gnnsparse._sycl.compile_only -- or, until that exists, tests/esimd_shim/rtc_check.cpp.
+   gnnsparse._sycl.compile_only -- or, when the module is older than the sources, tools/aot/rtc_check.cpp.
 2. Host shim: the kernel bodies, compiled by g++ against tests/esimd_shim/esimd_shim.hpp, run on the
    CPU for every NT, VLC and feature tile N, both index types, every remainder path (rows of 0, 1,
    VLC +- 1, ... nonzeros; feature widths equal to, below and above the tile), and are compared with
    gnnsparse.reference. The shim also checks that every access stays inside its array, respects
    the message's alignment, and that every output element is written exactly once.
-3. AOT: scripts/esimd_aot.sh feeds the ESIMD SPIR-V to `ocloc -device pvc` (skipped without ocloc).
+3. AOT: tools/aot/esimd_aot.sh feeds the ESIMD SPIR-V to `ocloc -device pvc` (skipped without ocloc).
 Nothing here runs on a Max 1550.
 """
 from __future__ import annotations
@@ -26,17 +26,20 @@ import numpy as np
 import pytest
 
 import gnnsparse as gs
+from gnnsparse import _core
 from gnnsparse import reference as ref
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ROOT / "sycl" / "kernels"
+HOST = ROOT / "sycl"  # host-only headers: esimd_policy.hpp, instances.hpp
+INCLUDE = ROOT / "include"  # gnnsparse/ops.hpp, the code tables
 SHIM = ROOT / "tests" / "esimd_shim"
+TOOLS = ROOT / "tools" / "aot"
 ENTRIES = ["esimd/sddmm.hpp", "esimd/spmm.hpp", "esimd/fusedmm.hpp"]
 
 NT_ALL = [1, 2, 4, 8, 16]
 VLC_ALL = [8, 16]
 N_ALL = [16, 32, 64, 128]
-EDGE = {"none": 0, "leaky_relu": 1, "exp": 2}
 # (NF, ND) pairs run by test_fusedmm_every_instance: every NF and every ND, extremes crossed (the shim
 # library instantiates all 16 pairs, the launcher's policy picks any of them, and the compile check
 # covers them all).
@@ -47,7 +50,8 @@ FUSED_PAIRS = [(16, 16), (32, 32), (64, 64), (128, 128), (16, 128), (128, 16), (
 # building the shim library (once per source hash)
 # ---------------------------------------------------------------------------------------------
 def _sources():
-    files = sorted((KERNELS / "esimd").glob("*.hpp")) + sorted(SHIM.glob("*.hpp")) + [SHIM / "shim_driver.cpp"]
+    files = (sorted((KERNELS / "esimd").glob("*.hpp")) + sorted(SHIM.glob("*.hpp")) + [SHIM / "shim_driver.cpp"]
+             + [HOST / "esimd_policy.hpp", HOST / "instances.hpp", INCLUDE / "gnnsparse" / "ops.hpp"])
     h = hashlib.sha256()
     for f in files:
         h.update(f.name.encode() + f.read_bytes())
@@ -72,7 +76,7 @@ def shim():
     out = _cache_dir() / f"libesimd_shim_{_sources()}.so"
     if not out.exists():
         flags = ["-std=c++17", "-O1", "-fPIC", "-ffp-contract=off", "-DGNNSPARSE_ESIMD_HOST_SHIM",
-                 f"-I{KERNELS}", f"-I{SHIM}", "-Wall", "-Wno-unknown-pragmas"]
+                 f"-I{KERNELS}", f"-I{HOST}", f"-I{INCLUDE}", f"-I{SHIM}", "-Wall", "-Wno-unknown-pragmas"]
         tmp = Path(tempfile.mkdtemp(dir=out.parent))
         parts = FUSED_PART_DEFS
         procs = []
@@ -221,7 +225,7 @@ def run_spmm(lib, A, X, C, mean, vlc=0, n=0):
     M, K = A.shape
     nnz = len(A.col)
     Y = nan_out((M, C))
-    rc = lib.shim_spmm(int(A.col.dtype == np.int64), vlc, n, int(mean), ptr(A.rowptr), ptr(A.col), ptr(A.val),
+    rc = lib.shim_spmm(int(A.col.dtype == np.int64), vlc, n, _core.REDUCE["mean" if mean else "sum"], ptr(A.rowptr), ptr(A.col), ptr(A.val),
                        ptr(X), ptr(Y), M, K, nnz, C)
     check(rc, lib)
     return Y
@@ -264,7 +268,7 @@ def run_fusedmm(lib, A, X, Y, Z, H, F, D, edge, slope=0.2, want_e=False, vlc=0, 
     nnz = len(A.col)
     out = nan_out((M, H, D))
     E = nan_out((nnz, H)) if want_e else None
-    rc = lib.shim_fusedmm(int(A.col.dtype == np.int64), vlc, nf, nd, EDGE[edge], slope, ptr(A.rowptr), ptr(A.col),
+    rc = lib.shim_fusedmm(int(A.col.dtype == np.int64), vlc, nf, nd, _core.EDGE_FN[edge], slope, ptr(A.rowptr), ptr(A.col),
                           ptr(A.val), ptr(X), ptr(Y), ptr(Z), ptr(out), ptr(E), M, K, nnz, H, F, D)
     check(rc, lib)
     return out, E
@@ -327,8 +331,7 @@ def test_fusedmm_leaky_relu_nan(shim):
 
 def test_shim_catches_out_of_bounds(shim):
     """The shim's memory checks work: a column index past K reads outside Y and is reported."""
-    A = gs.CSR(np.array([0, 2], np.int32), np.array([0, 0], np.int32), None, (1, 1), validate=False)
-    A.col[1] = 1000
+    A = gs.CSR(np.array([0, 2], np.int32), np.array([0, 1000], np.int32), None, (1, 1), validate=False)
     X = np.ones((1, 16), np.float32)
     Y = np.ones((1, 16), np.float32)
     E = nan_out((2, 1))
@@ -352,7 +355,7 @@ def compile_only():
 
         # The module embeds the kernel sources it was built from: when a kernel file is newer than
         # the module (an installed build older than the working tree), check the files on disk instead.
-        newest = max(f.stat().st_mtime for f in (KERNELS / "esimd").glob("*.hpp"))
+        newest = max(f.stat().st_mtime for f in [*(KERNELS / "esimd").glob("*.hpp"), INCLUDE / "gnnsparse" / "ops.hpp"])
         fresh = Path(_sycl.__file__).stat().st_mtime >= newest
         if hasattr(_sycl, "compile_only") and fresh and os.environ.get("GNNSPARSE_ESIMD_CHECK") != "driver":
             import dpctl
@@ -364,18 +367,19 @@ def compile_only():
     prefix, cxx = _sycl_prefix(), _cxx()
     if prefix is None or cxx is None:
         pytest.skip("neither gnnsparse._sycl.compile_only nor the SYCL headers + a C++ compiler are available")
-    exe = _cache_dir() / f"rtc_check_{hashlib.sha256((SHIM / 'rtc_check.cpp').read_bytes()).hexdigest()[:12]}"
+    exe = _cache_dir() / f"rtc_check_{hashlib.sha256((TOOLS / 'rtc_check.cpp').read_bytes()).hexdigest()[:12]}"
     if not exe.exists():
         tmp = exe.with_suffix(".tmp")
         subprocess.run([cxx, "-std=c++17", "-O1", "-DSYCL_DISABLE_FSYCL_SYCLHPP_WARNING", "-isystem",
-                        str(prefix / "include"), str(SHIM / "rtc_check.cpp"), "-o", str(tmp), f"-L{prefix / 'lib'}",
+                        str(prefix / "include"), str(TOOLS / "rtc_check.cpp"), "-o", str(tmp), f"-L{prefix / 'lib'}",
                         "-lsycl", f"-Wl,-rpath,{prefix / 'lib'}"], check=True)
         os.replace(tmp, exe)
     env = dict(os.environ)
     env.setdefault("OCL_ICD_FILENAMES", str(prefix / "lib" / "libintelocl.so"))
 
     def run(entry, names):
-        r = subprocess.run([str(exe), str(KERNELS), entry, *names], capture_output=True, text=True, env=env)
+        r = subprocess.run([str(exe), str(KERNELS), str(INCLUDE), entry, *names], capture_output=True, text=True,
+                           env=env)
         if r.returncode != 0:
             raise RuntimeError(r.stdout + r.stderr)
         return r.stdout
@@ -401,10 +405,10 @@ def test_compile_check_rejects_bad_instance(compile_only):
 # ---------------------------------------------------------------------------------------------
 @pytest.mark.skipif(shutil.which("ocloc") is None, reason="ocloc not installed (apt-get install intel-opencl-icd)")
 def test_ocloc_pvc_smoke(tmp_path):
-    """scripts/esimd_aot.sh --smoke: the ESIMD SPIR-V through `ocloc -device pvc` (pvc machine code)."""
+    """tools/aot/esimd_aot.sh --smoke: the ESIMD SPIR-V through `ocloc -device pvc` (pvc machine code)."""
     if _sycl_prefix() is None:
         pytest.skip("SYCL headers/runtime not in this environment")
-    r = subprocess.run(["bash", str(ROOT / "scripts" / "esimd_aot.sh"), "--smoke", "--out", str(tmp_path)],
+    r = subprocess.run(["bash", str(TOOLS / "esimd_aot.sh"), "--smoke", "--out", str(tmp_path)],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     # every SDDMM and SpMM instance, one module per op; FusedMM results are reported (WARN) but not

@@ -157,30 +157,40 @@ def test_from_edge_index_then_mean_aggregation(rng):
 # ---------------------------------------------------------------- USM arrays on a dpctl queue
 def test_usm_inputs_stay_on_queue(rng):
     import dpctl
+    import dpnp
 
     q = dpctl.SyclQueue("opencl:cpu")
     A = random_csr(rng, 64, 50, mean_deg=7)
     X = rng.standard_normal((50, 12)).astype(np.float32)
-    Xu = gs.USMArray.from_numpy(X, q)
+    Xu = dpnp.asarray(X, sycl_queue=q)
     Y = gs.spmm(A, Xu, "sum")
-    assert isinstance(Y, gs.USMArray) and Y.queue == q and Y.shape == (64, 12)
+    assert isinstance(Y, dpnp.ndarray) and Y.sycl_queue == q and Y.shape == (64, 12)
     np.testing.assert_allclose(Y.asnumpy(), ref.spmm(A, X), **TOL[np.float32])
     # chained on the queue without host round trips: spmm then sddmm on the result
     E = gs.sddmm(A, Y, Xu, "dot")
     np.testing.assert_allclose(E.asnumpy(), ref.sddmm(A, ref.spmm(A, X), X), rtol=1e-4, atol=1e-4)
+    out = gs.fusedmm(A, Y, Xu, Xu, edge="softmax")
+    Yr = ref.spmm(A, X)
+    np.testing.assert_allclose(out.asnumpy(), ref.fusedmm(A, Yr, X, X, edge="softmax"), rtol=1e-4, atol=1e-4)
+    Ym, arg = gs.spmm(A, Xu, "max", return_arg=True)
+    np.testing.assert_array_equal(arg.asnumpy(), ref.spmm(A, X, "max", return_arg=True)[1])
     # a CSR that already lives in USM on the same queue
-    Au = gs.CSR(gs.USMArray.from_numpy(A.rowptr, q), gs.USMArray.from_numpy(A.col, q),
-                gs.USMArray.from_numpy(A.val, q), A.shape)
+    Au = gs.CSR(dpnp.asarray(A.rowptr, sycl_queue=q), dpnp.asarray(A.col, sycl_queue=q),
+                dpnp.asarray(A.val, sycl_queue=q), A.shape)
     np.testing.assert_allclose(gs.spmm(Au, Xu).asnumpy(), ref.spmm(A, X), **TOL[np.float32])
+    # strided dpnp inputs are copied, not rejected
+    Xs = dpnp.asarray(rng.standard_normal((12, 50)).astype(np.float32), sycl_queue=q).T
+    np.testing.assert_allclose(gs.spmm(A, Xs).asnumpy(), ref.spmm(A, Xs.asnumpy()), **TOL[np.float32])
 
 
 def test_usm_csr_validates_on_construction():
     import dpctl
+    import dpnp
 
     q = dpctl.SyclQueue("opencl:cpu")
     with pytest.raises(ValueError, match="decreases at row 1"):
-        gs.CSR(gs.USMArray.from_numpy(np.array([0, 3, 2], np.int32), q),
-               gs.USMArray.from_numpy(np.array([0, 1], np.int32), q), None, (2, 3))
+        gs.CSR(dpnp.asarray(np.array([0, 3, 2], np.int32), sycl_queue=q),
+               dpnp.asarray(np.array([0, 1], np.int32), sycl_queue=q), None, (2, 3))
 
 
 def test_kernels_compiled_once_per_instance(rng):
@@ -225,14 +235,51 @@ def test_torch_cpu_tensors_round_trip(rng):
 def test_numpy_on_a_device_without_host_access(rng, monkeypatch):
     # a default device that cannot read host memory (e.g. a GPU): inputs go through shared USM, the
     # CSR is uploaded once and cached, results still come back as NumPy
+    import dpnp
+
     from gnnsparse import _sycl_backend
 
-    monkeypatch.setattr(_sycl_backend, "_host_direct", lambda: False)
+    monkeypatch.setattr(_sycl_backend.backend, "host_direct", False)
     A = random_csr(rng, 40, 30)
     X = rng.standard_normal((30, 20)).astype(np.float32)
     Y = gs.spmm(A, X)
     assert isinstance(Y, np.ndarray)
     np.testing.assert_allclose(Y, ref.spmm(A, X), **TOL[np.float32])
-    cached = [v for k, v in A._cache.items() if k[0] == "sycl"]
-    assert cached and all(isinstance(a, gs.USMArray) for a in cached[0] if a is not None)
+    (view, kept, _), = A._views.values()
+    assert all(isinstance(a, dpnp.ndarray) for a in kept if a is not None)
     np.testing.assert_allclose(gs.spmm(A, X, "mean"), ref.spmm(A, X, "mean"), **TOL[np.float32])
+    assert len(A._views) == 1  # uploaded once
+
+
+def test_numpy_fast_path_without_poison(rng, monkeypatch):
+    # the per-call fast path (taken when outputs are not poisoned) computes the same results
+    from gnnsparse import _sycl_backend
+
+    monkeypatch.setattr(_sycl_backend, "_POISON", False)
+    A = random_csr(rng, 50, 40, mean_deg=5)
+    X = rng.standard_normal((40, 7)).astype(np.float32)
+    np.testing.assert_allclose(gs.spmm(A, X), ref.spmm(A, X), **TOL[np.float32])
+    Y, arg = gs.spmm(A, X, "min", return_arg=True)
+    np.testing.assert_array_equal(arg, ref.spmm(A, X, "min", return_arg=True)[1])
+
+
+def test_usm_outputs_are_never_shared_while_alive(rng):
+    # outputs come from a pool of USM blocks: a block is reused only after every array over it is gone
+    import dpnp
+
+    A = random_csr(rng, 40, 30)
+    X = rng.standard_normal((30, 8)).astype(np.float32)
+    Xd = dpnp.asarray(X)
+    kept = [gs.spmm(A, Xd * float(i)) for i in range(6)]  # more than the pool keeps per size
+    view = kept[0][1:]  # a view keeps its block alive too
+    del kept[0]
+    for i, Y in enumerate(kept, start=1):
+        np.testing.assert_allclose(dpnp.asnumpy(Y), i * ref.spmm(A, X), rtol=1e-4, atol=1e-4)
+    from gnnsparse._sycl_backend import _POOL
+
+    del kept
+    held = _POOL.held
+    for _ in range(3):  # blocks of dropped outputs are reused (the pool does not grow); the view's is not
+        np.testing.assert_allclose(dpnp.asnumpy(gs.spmm(A, Xd * 7.0)), 7 * ref.spmm(A, X), rtol=1e-4, atol=1e-4)
+    assert _POOL.held == held
+    np.testing.assert_allclose(dpnp.asnumpy(view), 0 * ref.spmm(A, X)[1:], atol=1e-6)

@@ -1,48 +1,30 @@
-// _sycl: the SYCL backend's pybind11 module. Functions take a dpctl.SyclQueue (converted to
-// sycl::queue by dpctl4pybind11), USM pointers as integers, sizes and type codes, and the events to
-// wait on; they return the dpctl.SyclEvent of the submission. Array protocols live in Python.
+// _sycl: the SYCL backend's pybind11 module. The op functions come from bind_ops.hpp (one shape for
+// every backend): exec is (dpctl.SyclQueue, [dpctl.SyclEvent, ...]) -- the queue to submit on and
+// the events to wait for, converted by dpctl4pybind11 -- and each returns the dpctl.SyclEvent of
+// its submission. Codes are those of gnnsparse/ops.hpp, arrays are USM (or, on devices that read
+// host memory, host) addresses. SYCL errors and kernel compile errors become RuntimeError carrying
+// the message and the compiler log; unsupported dtypes and devices become ValueError.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <sycl/sycl.hpp>
 
+#include <utility>
+#include <vector>
+
+#include "bind_ops.hpp"
 #include "dpctl4pybind11.hpp"
 #include "ops.hpp"
 #include "runtime.hpp"
 
 namespace py = pybind11;
 namespace rt = gnnsparse::sycl_rt;
-using gnnsparse::DType;
-using gnnsparse::IType;
 
 namespace {
 
-DType dtype_of(const std::string &s) {
-  if (s == "float32") return DType::f32;
-  if (s == "float64") return DType::f64;
-  throw py::type_error("the SYCL backend supports float32 and float64 features, got " + s);
-}
-IType itype_of(const std::string &s) {
-  if (s == "int32") return IType::i32;
-  if (s == "int64") return IType::i64;
-  throw py::type_error("CSR indices must be int32 or int64, got " + s);
-}
-template <typename E>
-E enum_of(int v, int n, const char *what) {
-  if (v < 0 || v >= n) throw py::value_error(std::string("bad ") + what + " code " + std::to_string(v));
-  return E(v);
-}
-const void *cptr(std::uintptr_t p) { return reinterpret_cast<const void *>(p); }
-void *mptr(std::uintptr_t p) { return reinterpret_cast<void *>(p); }
-
-rt::CsrArgs csr(const std::string &itype, std::uintptr_t rowptr, std::uintptr_t col, std::uintptr_t val,
-                std::int64_t M, std::int64_t K, std::int64_t nnz) {
-  return rt::CsrArgs{itype_of(itype), cptr(rowptr), cptr(col), cptr(val), M, K, nnz};
-}
-
-// Run a submission with the GIL released; SYCL errors become Python exceptions.
+// Run with the GIL released; SYCL and compile errors become RuntimeError with their text.
 template <typename F>
-sycl::event guarded(F &&f) {
+auto guarded(F &&f) {
   try {
     py::gil_scoped_release nogil;
     return f();
@@ -53,72 +35,30 @@ sycl::event guarded(F &&f) {
   }
 }
 
+struct SyclBackend {
+  using Exec = std::pair<sycl::queue, std::vector<sycl::event>>;
+  static sycl::event spmm(Exec &x, const gnnsparse::SpmmArgs &a) {
+    return guarded([&] { return rt::spmm(x.first, a, x.second); });
+  }
+  static sycl::event sddmm(Exec &x, const gnnsparse::SddmmArgs &a) {
+    return guarded([&] { return rt::sddmm(x.first, a, x.second); });
+  }
+  static sycl::event fusedmm(Exec &x, const gnnsparse::FusedArgs &a) {
+    return guarded([&] { return rt::fusedmm(x.first, a, x.second); });
+  }
+};
+
 }  // namespace
 
 PYBIND11_MODULE(_sycl, m) {
   m.doc() = "gnnsparse SYCL backend: run-time compiled kernels on dpctl queues";
-
-  m.def(
-      "spmm",
-      [](sycl::queue &q, const std::string &itype, std::uintptr_t rowptr, std::uintptr_t col, std::uintptr_t val,
-         std::int64_t M, std::int64_t K, std::int64_t nnz, const std::string &dtype, int reduce, std::uintptr_t X,
-         std::uintptr_t Y, std::uintptr_t arg, std::int64_t C, const std::vector<sycl::event> &deps) {
-        rt::SpmmArgs a{csr(itype, rowptr, col, val, M, K, nnz), dtype_of(dtype),
-                       enum_of<gnnsparse::Reduce>(reduce, 4, "reduce"), cptr(X), mptr(Y), mptr(arg), C};
-        return guarded([&] { return rt::spmm(q, a, deps); });
-      },
-      py::arg("queue"), py::arg("itype"), py::arg("rowptr"), py::arg("col"), py::arg("val"), py::arg("M"),
-      py::arg("K"), py::arg("nnz"), py::arg("dtype"), py::arg("reduce"), py::arg("X"), py::arg("Y"), py::arg("arg"),
-      py::arg("C"), py::arg("depends") = std::vector<sycl::event>{});
-
-  m.def(
-      "sddmm",
-      [](sycl::queue &q, const std::string &itype, std::uintptr_t rowptr, std::uintptr_t col, std::int64_t M,
-         std::int64_t K, std::int64_t nnz, const std::string &dtype, int op, std::uintptr_t X, std::uintptr_t Y,
-         std::uintptr_t E, std::int64_t H, std::int64_t F, const std::vector<sycl::event> &deps) {
-        rt::SddmmArgs a{csr(itype, rowptr, col, 0, M, K, nnz), dtype_of(dtype),
-                        enum_of<gnnsparse::SddmmOp>(op, 2, "sddmm op"), cptr(X), cptr(Y), mptr(E), H, F};
-        return guarded([&] { return rt::sddmm(q, a, deps); });
-      },
-      py::arg("queue"), py::arg("itype"), py::arg("rowptr"), py::arg("col"), py::arg("M"), py::arg("K"),
-      py::arg("nnz"), py::arg("dtype"), py::arg("op"), py::arg("X"), py::arg("Y"), py::arg("E"), py::arg("H"),
-      py::arg("F"), py::arg("depends") = std::vector<sycl::event>{});
-
-  m.def(
-      "fusedmm",
-      [](sycl::queue &q, const std::string &itype, std::uintptr_t rowptr, std::uintptr_t col, std::uintptr_t val,
-         std::int64_t M, std::int64_t K, std::int64_t nnz, const std::string &dtype, int op, int edge, double slope,
-         std::uintptr_t X, std::uintptr_t Y, std::uintptr_t Z, std::uintptr_t out, std::uintptr_t E, std::int64_t H,
-         std::int64_t F, std::int64_t D, const std::vector<sycl::event> &deps) {
-        rt::FusedArgs a{csr(itype, rowptr, col, val, M, K, nnz),
-                        dtype_of(dtype),
-                        enum_of<gnnsparse::SddmmOp>(op, 2, "sddmm op"),
-                        enum_of<gnnsparse::EdgeFn>(edge, 4, "edge function"),
-                        slope,
-                        cptr(X),
-                        cptr(Y),
-                        cptr(Z),
-                        mptr(out),
-                        mptr(E),
-                        H,
-                        F,
-                        D};
-        return guarded([&] { return rt::fusedmm(q, a, deps); });
-      },
-      py::arg("queue"), py::arg("itype"), py::arg("rowptr"), py::arg("col"), py::arg("val"), py::arg("M"),
-      py::arg("K"), py::arg("nnz"), py::arg("dtype"), py::arg("op"), py::arg("edge"), py::arg("slope"), py::arg("X"),
-      py::arg("Y"), py::arg("Z"), py::arg("out"), py::arg("E"), py::arg("H"), py::arg("F"), py::arg("D"),
-      py::arg("depends") = std::vector<sycl::event>{});
+  py::module_::import("gnnsparse._core");  // CsrView
+  gnnsparse::bindings::bind_ops<SyclBackend>(m);
 
   m.def(
       "compile_only",
       [](sycl::queue &q, const std::string &entry, const std::vector<std::string> &names) {
-        try {
-          py::gil_scoped_release nogil;
-          return rt::KernelCache::instance().compile_only(q, entry, names);
-        } catch (rt::CompileError &e) {
-          throw std::runtime_error(e.what());
-        }
+        return guarded([&] { return rt::KernelCache::instance().compile_only(q, entry, names); });
       },
       py::arg("queue"), py::arg("entry"), py::arg("names"),
       "Front end + device compile of the embedded source `entry` for the registered kernel `names`, without "
@@ -127,26 +67,24 @@ PYBIND11_MODULE(_sycl, m) {
   m.def(
       "build_kernel",
       [](sycl::queue &q, const std::string &entry, const std::string &name) {
-        try {
-          py::gil_scoped_release nogil;
-          rt::KernelCache::instance().get(q, entry, name);
-        } catch (rt::CompileError &e) {
-          throw std::runtime_error(e.what());
-        }
+        guarded([&] { rt::KernelCache::instance().get(q, entry, name); });
       },
-      py::arg("queue"), py::arg("entry"), py::arg("name"), "Build (and cache) one kernel instance.");
-  m.def("kernel_cache_size", [] { return rt::KernelCache::instance().size(); });
+      py::arg("queue"), py::arg("entry"), py::arg("name"), "Build (and cache) one kernel instance by name.");
+  m.def("kernel_cache_size", [] { return rt::KernelCache::instance().size(); },
+        "Number of kernels built in this process (all contexts and devices).");
   m.def("kernel_sources", [] {
     std::vector<std::string> names;
     for (const auto &p : rt::kernel_sources()) names.push_back(p.first);
     return names;
   });
   m.def("device_caps", [](sycl::queue &q) {
-    rt::DeviceCaps c = rt::device_caps(q.get_device());
+    const rt::DeviceCaps c = rt::device_caps(q.get_device());
     py::dict d;
     d["esimd"] = c.esimd;
     d["fp64"] = c.fp64;
+    d["cpu"] = c.cpu;
     d["max_work_group_size"] = c.max_wg;
+    d["compute_units"] = c.compute_units;
     d["sub_group_sizes"] = c.sg_sizes;
     d["preferred_sub_group_size"] = c.preferred_sg;
     d["usm_system_allocations"] = q.get_device().has(sycl::aspect::usm_system_allocations);

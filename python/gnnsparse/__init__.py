@@ -21,7 +21,6 @@ from . import reference  # noqa: E402
 from ._backends import BackendUnavailable, available_backends  # noqa: E402
 from ._csr import CSR  # noqa: E402
 from ._ops import fusedmm, sddmm, spmm  # noqa: E402
-from ._usm import USMArray  # noqa: E402
 
 __version__ = "0.1.0"
-__all__ = ["CSR", "spmm", "sddmm", "fusedmm", "reference", "available_backends", "BackendUnavailable", "USMArray"]
+__all__ = ["CSR", "spmm", "sddmm", "fusedmm", "reference", "available_backends", "BackendUnavailable"]

@@ -1,9 +1,12 @@
-"""Array protocols: which framework an array belongs to, its dtype, shape and a NumPy view.
+"""Array protocols: which framework an array belongs to, its dtype name, shape and a NumPy copy.
 
-Kinds:
-  "numpy" - numpy.ndarray (and anything numpy.asarray accepts: lists, torch CPU tensors via .numpy())
-  "usm"   - objects with __sycl_usm_array_interface__ (dpnp arrays, dpctl.memory objects, gnnsparse.USMArray)
+Kinds (where an op on the array runs):
+  "numpy" - numpy.ndarray and torch CPU tensors (the SYCL backend's default device), and anything
+            numpy.asarray accepts
+  "usm"   - objects with __sycl_usm_array_interface__ (dpnp arrays) on their own SYCL queue
   "cuda"  - torch CUDA tensors and objects with __cuda_array_interface__ (CuPy)
+
+Every function here is on the per-call path, so answers are cached by type / dtype object.
 """
 from __future__ import annotations
 
@@ -11,20 +14,8 @@ import sys
 
 import numpy as np
 
-_DTYPE_NAMES = {
-    "float32", "float64", "float16", "bfloat16", "int32", "int64", "int8", "uint8", "int16", "bool",
-}
-
-
-_NP_NAMES: dict = {}
-
-
-def _np_name(dt) -> str:
-    """numpy's dtype.name, cached (computing it costs several microseconds a call)."""
-    name = _NP_NAMES.get(dt)
-    if name is None:
-        name = _NP_NAMES[dt] = dt.name
-    return name
+_KIND_BY_TYPE: dict = {np.ndarray: "numpy"}
+_DTYPE_NAMES: dict = {}  # dtype object (numpy or torch) -> "float32", ...
 
 
 def is_torch(x) -> bool:
@@ -32,39 +23,55 @@ def is_torch(x) -> bool:
     return t is not None and isinstance(x, t.Tensor)
 
 
-def kind(x) -> str:
-    if is_torch(x):
-        return "cuda" if x.is_cuda else ("numpy" if x.device.type == "cpu" else x.device.type)
-    if hasattr(x, "__cuda_array_interface__"):
+def _torch_kind(x) -> str:
+    if x.is_cuda:
         return "cuda"
-    if hasattr(x, "__sycl_usm_array_interface__"):
-        return "usm"
-    return "numpy"
+    dev = x.device.type
+    return "numpy" if dev == "cpu" else dev
+
+
+def kind(x) -> str:
+    k = _KIND_BY_TYPE.get(type(x))
+    if k is not None:
+        return _torch_kind(x) if k == "torch" else k
+    if is_torch(x):
+        _KIND_BY_TYPE[type(x)] = "torch"
+        return _torch_kind(x)
+    if hasattr(x, "__cuda_array_interface__"):
+        k = "cuda"
+    elif hasattr(x, "__sycl_usm_array_interface__"):
+        k = "usm"
+    else:
+        return "numpy"  # lists, scalars, ...: not cached (their types say nothing)
+    _KIND_BY_TYPE[type(x)] = k
+    return k
 
 
 def dtype_name(x) -> str:
-    """'float32', 'int64', ... for NumPy, torch, CuPy, dpnp and USM objects."""
-    if isinstance(x, np.ndarray):
-        return _np_name(x.dtype)
-    if is_torch(x):
-        return str(x.dtype).replace("torch.", "")
-    if hasattr(x, "dtype"):
-        return str(np.dtype(x.dtype)) if not isinstance(x.dtype, str) else str(np.dtype(x.dtype))
-    if hasattr(x, "__sycl_usm_array_interface__"):
-        return str(np.dtype(x.__sycl_usm_array_interface__["typestr"]))
-    return str(np.asarray(x).dtype)
+    """'float32', 'int64', ... for NumPy, torch, CuPy and dpnp arrays."""
+    dt = getattr(x, "dtype", None)
+    if dt is None:
+        if hasattr(x, "__sycl_usm_array_interface__"):
+            return np.dtype(x.__sycl_usm_array_interface__["typestr"]).name
+        return np.asarray(x).dtype.name
+    name = _DTYPE_NAMES.get(dt)
+    if name is None:
+        name = str(dt).replace("torch.", "") if is_torch(x) else np.dtype(dt).name
+        _DTYPE_NAMES[dt] = name
+    return name
 
 
 def shape_of(x) -> tuple:
-    if hasattr(x, "shape"):
-        return tuple(int(s) for s in x.shape)
+    s = getattr(x, "shape", None)
+    if s is not None:
+        return tuple(s)
     if hasattr(x, "__sycl_usm_array_interface__"):
         return tuple(x.__sycl_usm_array_interface__["shape"])
     return np.shape(x)
 
 
 def to_numpy(x) -> np.ndarray:
-    """A host NumPy array with x's contents (a copy for device arrays)."""
+    """A host NumPy array with x's contents (a copy for device arrays; bfloat16 becomes float32)."""
     if isinstance(x, np.ndarray):
         return x
     if is_torch(x):
@@ -74,8 +81,10 @@ def to_numpy(x) -> np.ndarray:
         return x.cpu().numpy()
     if hasattr(x, "__cuda_array_interface__"):
         return x.get() if hasattr(x, "get") else np.asarray(x)
+    if hasattr(x, "asnumpy"):  # dpnp
+        return x.asnumpy()
     if hasattr(x, "__sycl_usm_array_interface__"):
-        from ._usm import usm_to_numpy
+        import dpnp
 
-        return usm_to_numpy(x)
+        return dpnp.asnumpy(dpnp.asarray(x))
     return np.asarray(x)

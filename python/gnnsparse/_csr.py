@@ -1,9 +1,17 @@
 """gnnsparse.CSR: the sparse matrix every op takes.
 
 A CSR holds rowptr (M+1), col (nnz) and optional val (nnz) in one framework: NumPy (host), torch or
-CuPy on a CUDA device, or SYCL USM. A host CSR is uploaded once to whatever device an op's dense
-inputs live on and kept there (cached per device and value dtype); a device CSR is used in place and
-only with inputs on its own device.
+CuPy on a CUDA device, or dpnp (SYCL USM). What an op needs on a device — the arrays uploaded there,
+values cast to the features' dtype, the longest row — is worked out once per (device, value dtype)
+and kept as a CsrView (gnnsparse._core), so a call costs one dictionary lookup.
+
+Cached copies never go stale:
+  - host (NumPy) arrays are the CSR's own and read-only: the constructor copies writeable inputs
+    (copy=True), and `A.val[:] = 1` raises; assign `A.val = new` (or use `with_values`) instead;
+  - torch tensors carry version counters: an in-place change (A.val.mul_(2), A.val[:] = 1) is seen
+    at the next call and the device copies are rebuilt;
+  - CuPy and dpnp arrays have neither: nothing derived from their values is cached (a value-dtype
+    cast is redone per call), only the structure, which must not be modified in place.
 """
 from __future__ import annotations
 
@@ -32,11 +40,26 @@ def _astype(x, dtype_name: str):
         return x.to(getattr(torch, dtype_name))
     if hasattr(x, "astype"):
         return x.astype(dtype_name)
-    if _arrays.kind(x) == "usm":
-        from ._usm import USMArray, usm_queue
-
-        return USMArray.from_numpy(_arrays.to_numpy(x).astype(dtype_name), usm_queue(x))
     raise TypeError(f"cannot convert {type(x).__name__} to {dtype_name}")
+
+
+def _copy(x):
+    if isinstance(x, np.ndarray):
+        return x.copy()
+    if _arrays.is_torch(x):
+        return x.clone()
+    return x.copy()
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    a = a.view()
+    a.flags.writeable = False
+    return a
+
+
+def _val_dtype_for(feature_dtype: str) -> str:
+    """Edge values take the features' dtype, float32 for half-precision features (ops.hpp)."""
+    return "float32" if feature_dtype in ("float16", "bfloat16") else feature_dtype
 
 
 class CSR:
@@ -48,28 +71,35 @@ class CSR:
     val : optional array of nnz values; without it every stored entry counts as 1
     shape : (M, K); default M = len(rowptr) - 1, K = max(col) + 1
     validate : check the structure (vectorized, on the arrays' own device); pass False only for
-        arrays you already know are valid
+        arrays you already know are valid: with invalid arrays the kernels read out of bounds
+        (a crash or a wrong result)
+    copy : NumPy / CuPy / dpnp inputs are copied so that later writes to the caller's arrays
+        cannot change the matrix (torch tensors are not copied: their version counters make
+        in-place changes visible); False shares them — then call `invalidate()` after changing
+        them in place
 
     Stored entries may repeat a column (multi-edges): every op treats them as separate edges.
     """
 
-    def __init__(self, rowptr, col, val=None, shape=None, *, validate: bool = True):
+    def __init__(self, rowptr, col, val=None, shape=None, *, validate: bool = True, copy: bool = True):
+        arrays = []
         for name, a in (("rowptr", rowptr), ("col", col)):
             if _arrays.kind(a) == "numpy" and not isinstance(a, np.ndarray):
                 a = np.asarray(_arrays.to_numpy(a))
             if len(_arrays.shape_of(a)) != 1:
                 raise ValueError(f"CSR {name} must be 1-D, got shape {_arrays.shape_of(a)}")
             dt = _arrays.dtype_name(a)
-            if dt not in ("int32", "int64"):
-                if dt.startswith(("int", "uint")) and _arrays.kind(a) == "numpy":
-                    pass  # converted below
-                else:
-                    raise TypeError(f"CSR {name} must hold int32 or int64 indices, got {dt}")
+            if dt not in ("int32", "int64") and not (dt.startswith(("int", "uint")) and isinstance(a, np.ndarray)):
+                raise TypeError(f"CSR {name} must hold int32 or int64 indices, got {dt}")
+            arrays.append(a)
+        rowptr, col = arrays
         kinds = {_arrays.kind(rowptr), _arrays.kind(col)} | ({_arrays.kind(val)} if val is not None else set())
         if len(kinds) != 1:
             raise ValueError(f"CSR arrays must live in one place, got {sorted(kinds)}")
         self.kind = kinds.pop()
-        if self.kind == "numpy":
+        host = self.kind == "numpy"
+        if host:  # torch CPU tensors and array-likes become NumPy arrays
+            owned = [isinstance(a, np.ndarray) and not a.flags.writeable for a in (rowptr, col, val)]
             rowptr = np.ascontiguousarray(_arrays.to_numpy(rowptr))
             col = np.ascontiguousarray(_arrays.to_numpy(col))
             val = None if val is None else np.ascontiguousarray(_arrays.to_numpy(val))
@@ -82,27 +112,84 @@ class CSR:
             shape = (nrow, kmax)
         M, K = (int(s) for s in shape)
         if M != nrow:
-            raise ValueError(f"CSR rowptr has {nrow + 1} entries, shape {shape} needs {M + 1}")
+            raise ValueError(f"CSR rowptr has {nrow + 1} entries, shape {tuple(shape)} needs {M + 1}")
         if M < 0 or K < 0:
-            raise ValueError(f"CSR shape must be non-negative, got {shape}")
+            raise ValueError(f"CSR shape must be non-negative, got {tuple(shape)}")
         # one index type for both arrays: the wider of the two, int64 when sizes need it
         wide = max(np.dtype(_arrays.dtype_name(rowptr)), np.dtype(_arrays.dtype_name(col)),
                    _index_dtype_for(M, K, nnz), key=lambda d: d.itemsize)
         if wide.itemsize == 4 and max(M, K, nnz) > INT32_MAX:
             wide = np.dtype(np.int64)
-        rowptr, col = _astype(rowptr, wide.name), _astype(col, wide.name)
+        converted = [_astype(rowptr, wide.name), _astype(col, wide.name)]
         if val is not None:
             if tuple(_arrays.shape_of(val)) != (nnz,):
                 raise ValueError(f"CSR val must have shape ({nnz},) like col, got {_arrays.shape_of(val)}")
-            if not _arrays.dtype_name(val).startswith(("float", "bfloat")):
-                val = _astype(val, "float32")
-        self.rowptr, self.col, self.val = rowptr, col, val
+            converted.append(val if _arrays.dtype_name(val).startswith(("float", "bfloat")) else _astype(val, "float32"))
+        else:
+            converted.append(None)
+        if copy and not _arrays.is_torch(converted[0]):
+            originals = (rowptr, col, val)
+            converted = [None if c is None else (_copy(c) if c is o and not (host and own) else c)
+                         for c, o, own in zip(converted, originals, owned if host else (False,) * 3)]
+        if host:
+            converted = [None if c is None else _readonly(c) for c in converted]
+        self._rowptr, self._col, self._val = converted
         self.shape = (M, K)
         self.nnz = int(nnz)
-        self._cache: dict = {}
-        self._transpose = None
+        self._torch = _arrays.is_torch(self._rowptr)
+        self._reset()
         if validate:
             self.validate()
+
+    def _reset(self):
+        self._views: dict = {}
+        self._transpose = None
+        self._transpose_stamp = None
+        self._max_degree = None
+
+    # ---------------------------------------------------------------- arrays
+    @property
+    def rowptr(self):
+        return self._rowptr
+
+    @property
+    def col(self):
+        return self._col
+
+    @property
+    def val(self):
+        return self._val
+
+    @val.setter
+    def val(self, new):
+        """Replace the values (same place, nnz entries); everything derived from them is rebuilt."""
+        if new is not None:
+            if _arrays.kind(new) != self.kind:
+                raise ValueError(f"new values live on {_arrays.kind(new)}, the CSR on {self.kind}")
+            if tuple(_arrays.shape_of(new)) != (self.nnz,):
+                raise ValueError(f"CSR val must have shape ({self.nnz},), got {_arrays.shape_of(new)}")
+            if self.kind == "numpy":
+                new = _readonly(np.array(_arrays.to_numpy(new)))
+        self._val = new
+        self.invalidate()
+
+    def with_values(self, val) -> "CSR":
+        """The same structure with other values (the structure's arrays are shared, not copied)."""
+        out = CSR.__new__(CSR)
+        out.__dict__.update(self.__dict__)
+        out._reset()
+        out.val = val
+        return out
+
+    def invalidate(self):
+        """Forget every device copy and derived array (call after changing shared arrays in place)."""
+        self._reset()
+
+    def _stamp(self):
+        """Version counters of torch arrays (None for other kinds)."""
+        if not self._torch:
+            return None
+        return (self._rowptr._version, self._col._version, None if self._val is None else self._val._version)
 
     # ---------------------------------------------------------------- construction
     @classmethod
@@ -119,7 +206,7 @@ class CSR:
         A[dst, src], so spmm(A, X) aggregates messages from sources at targets. Edges are sorted
         stably by target; duplicates are kept. `perm` (CSR position -> original edge id) is stored
         as `A.edge_perm` to reorder edge features."""
-        if _arrays.kind(edge_index) == "numpy":
+        if _arrays.kind(edge_index) == "numpy" and not _arrays.is_torch(edge_index):
             ei = np.asarray(_arrays.to_numpy(edge_index))
             if ei.ndim != 2 or ei.shape[0] != 2:
                 raise ValueError(f"edge_index must have shape (2, E), got {ei.shape}")
@@ -135,7 +222,7 @@ class CSR:
             rowptr = np.zeros(n + 1, np.int64)
             np.cumsum(np.bincount(dst, minlength=n), out=rowptr[1:])
             w = None if edge_weight is None else np.asarray(_arrays.to_numpy(edge_weight))[perm]
-            A = cls(rowptr.astype(it), src[perm].astype(it), w, (n, n), validate=validate)
+            A = cls(rowptr.astype(it), src[perm].astype(it), w, (n, n), validate=validate, copy=False)
             A.edge_perm = perm
             return A
         if _arrays.is_torch(edge_index):
@@ -154,7 +241,7 @@ class CSR:
             rowptr = torch.zeros(n + 1, dtype=torch.int64, device=ei.device)
             rowptr[1:] = torch.cumsum(torch.bincount(dst, minlength=n), 0)
             w = None if edge_weight is None else edge_weight[perm]
-            A = cls(rowptr.to(it), ei[0][perm].to(it), w, (n, n), validate=validate)
+            A = cls(rowptr.to(it), ei[0][perm].to(it), w, (n, n), validate=validate, copy=False)
             A.edge_perm = perm
             return A
         # CuPy / USM: build on the host, then move to the input's device
@@ -175,8 +262,9 @@ class CSR:
         from ._backends import backend_for
 
         b = backend_for(like)
-        rowptr, col, val = self.device_arrays(b, like, None if self.val is None else _arrays.dtype_name(self.val))
-        out = CSR(rowptr, col, val, self.shape, validate=False)
+        place = b.place(like)
+        rowptr, col, val = self._arrays_at(b, place, like, None if self.val is None else _arrays.dtype_name(self.val))
+        out = CSR(rowptr, col, val, self.shape, validate=False, copy=False)
         if hasattr(self, "edge_perm"):
             out.edge_perm = self.edge_perm
         return out
@@ -222,48 +310,84 @@ class CSR:
     def transpose(self) -> "CSR":
         """A^T as CSR (K x M), cached; `perm` maps its entries to this matrix's entry ids, so
         A.T.val == A.val[A.T.perm] (what backward passes need for edge gradients)."""
-        if self._transpose is None:
-            rowptr = _arrays.to_numpy(self.rowptr).astype(np.int64)
-            col = _arrays.to_numpy(self.col).astype(np.int64)
-            M, K = self.shape
-            rows = np.repeat(np.arange(M, dtype=np.int64), np.diff(rowptr))
-            perm = np.argsort(col, kind="stable")
-            t_rowptr = np.zeros(K + 1, np.int64)
-            np.cumsum(np.bincount(col, minlength=K), out=t_rowptr[1:])
-            it = np.dtype(self.index_dtype)
-            val = None if self.val is None else _arrays.to_numpy(self.val)[perm]
-            T = CSR(t_rowptr.astype(it), rows[perm].astype(it), val, (K, M), validate=False)
-            T.perm = perm
-            if self.kind != "numpy":
-                T = T.to_like(self.rowptr)
-                T.perm = perm
-            T._transpose = self
-            self._transpose = T
-        return self._transpose
+        stamp = self._stamp()
+        if self._transpose is not None and self._transpose_stamp == stamp:
+            return self._transpose
+        rowptr = _arrays.to_numpy(self.rowptr).astype(np.int64)
+        col = _arrays.to_numpy(self.col).astype(np.int64)
+        M, K = self.shape
+        rows = np.repeat(np.arange(M, dtype=np.int64), np.diff(rowptr))
+        perm = np.argsort(col, kind="stable")
+        t_rowptr = np.zeros(K + 1, np.int64)
+        np.cumsum(np.bincount(col, minlength=K), out=t_rowptr[1:])
+        it = np.dtype(self.index_dtype)
+        val = None if self.val is None else _arrays.to_numpy(self.val)[perm]
+        T = CSR(t_rowptr.astype(it), rows[perm].astype(it), val, (K, M), validate=False, copy=False)
+        if self.kind != "numpy":
+            T = T.to_like(self.rowptr)
+        T.perm = perm
+        T._transpose, T._transpose_stamp = self, T._stamp()
+        # kept unless it copies values that may change unseen (CuPy / dpnp values)
+        if self.kind == "numpy" or self._torch or self.val is None:
+            self._transpose, self._transpose_stamp = T, stamp
+        return T
 
     @property
     def T(self) -> "CSR":
         return self.transpose()
 
-    def device_arrays(self, backend, like, val_dtype):
-        """(rowptr, col, val) on `like`'s device in its framework, val cast to val_dtype; cached."""
-        key = (backend.name, backend.device_key(like), val_dtype)
-        hit = self._cache.get(key)
-        if hit is not None:
-            return hit
+    def max_degree(self) -> int:
+        """The longest row (number of stored entries), computed once."""
+        if self._max_degree is None or self._torch:
+            stamp = self._stamp()
+            if self._max_degree is None or self._max_degree[1] != stamp:
+                M = self.shape[0]
+                if M == 0:
+                    md = 0
+                elif self.kind == "numpy":
+                    md = int(np.diff(self.rowptr).max())
+                elif self._torch:
+                    md = int((self.rowptr[1:] - self.rowptr[:-1]).max())
+                else:
+                    md = int(np.diff(_arrays.to_numpy(self.rowptr)).max())
+                self._max_degree = (md, stamp)
+        return self._max_degree[0]
+
+    # ---------------------------------------------------------------- device views
+    def _arrays_at(self, b, place, like, val_dtype):
+        """(rowptr, col, val) at `place` in the framework of `like`, val cast to val_dtype."""
         if self.kind == "numpy":
-            rowptr, col = backend.from_host(self.rowptr, like), backend.from_host(self.col, like)
+            rowptr, col = b.upload(self.rowptr, place, like), b.upload(self.col, place, like)
             val = None
             if self.val is not None and val_dtype is not None:
                 hv = _arrays.to_numpy(self.val)
-                val = backend.from_host(hv.astype(val_dtype) if val_dtype != "bfloat16" else hv, like)
-                val = _astype(val, val_dtype)
+                val = _astype(b.upload(hv if hv.dtype.name == val_dtype or val_dtype == "bfloat16" else
+                                       hv.astype(val_dtype), place, like), val_dtype)
+            return rowptr, col, val
+        from ._backends import backend_for
+
+        own = backend_for(self.rowptr)
+        mine = own.place(self.rowptr)
+        if own is not b or mine != place:
+            why = place.explain(mine) if own is b and hasattr(place, "explain") else ""
+            raise ValueError(f"the CSR lives on {mine} but the dense inputs on {place}{why}; move one of them "
+                             "(CSR.to_like(x) copies the matrix next to x)")
+        val = None if self.val is None or val_dtype is None else _astype(self.val, val_dtype)
+        return self.rowptr, self.col, val
+
+    def _view(self, b, place, like, val_dtype):
+        """The _core.CsrView of this matrix at `place`, built once per (place, value dtype) and kept
+        while the arrays are unchanged (see the module docstring)."""
+        key = (place, val_dtype)
+        hit = self._views.get(key)
+        stamp = self._stamp() if self._torch else None
+        if hit is not None and hit[2] == stamp:
+            return hit[0]
+        rowptr, col, val = self._arrays_at(b, place, like, val_dtype)
+        view = b.view(rowptr, col, val, self.shape[0], self.shape[1], self.nnz, self.max_degree())
+        # CuPy / dpnp values cast to another dtype are not kept: their source may change unseen
+        if self.kind == "numpy" or self._torch or val is self.val:
+            self._views[key] = (view, (rowptr, col, val), stamp)
         else:
-            if self.kind != _arrays.kind(like) or backend.device_key(self.rowptr) != backend.device_key(like):
-                raise ValueError(f"the CSR lives on {backend.device_key(self.rowptr)} but the dense inputs on "
-                                 f"{backend.device_key(like)}; move one of them (CSR.to_like)")
-            rowptr, col = self.rowptr, self.col
-            val = None if self.val is None or val_dtype is None else _astype(self.val, val_dtype)
-        out = (rowptr, col, val)
-        self._cache[key] = out
-        return out
+            view.keep = (rowptr, col, val)
+        return view

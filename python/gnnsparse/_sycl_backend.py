@@ -1,10 +1,11 @@
-"""SYCL backend: NumPy arrays on the default SYCL device (the OpenCL CPU device unless
-GNNSPARSE_SYCL_DEVICE names another dpctl filter string), and USM arrays on their own queue.
+"""SYCL backend: NumPy arrays (and torch CPU tensors) on the default SYCL device — the OpenCL CPU
+device unless GNNSPARSE_SYCL_DEVICE names another dpctl filter string — and dpnp (USM) arrays on
+their own queue.
 
 NumPy inputs are used in place when the device can read system memory (the CPU device can);
-otherwise they are copied into shared USM. Results for NumPy inputs are NumPy arrays. USM inputs
-produce dpnp arrays when the input is a dpnp array, else gnnsparse.USMArray on the same queue.
-Submissions on USM data are ordered through dpctl's SequentialOrderManager (events, no waits).
+otherwise they are staged through shared USM. Results for NumPy inputs are NumPy arrays; results
+for USM inputs are dpnp arrays on the input's queue, ordered after earlier work through dpctl's
+SequentialOrderManager (events, no host waits).
 """
 from __future__ import annotations
 
@@ -13,214 +14,305 @@ import os
 
 import numpy as np
 
-from . import _arrays
-from ._usm import USMArray, usm_is_contiguous, usm_pointer, usm_queue
+from . import _arrays, _core
 
-name = "sycl"
-dtypes = ("float32", "float64")
-_REDUCE = {"sum": 0, "mean": 1, "max": 2, "min": 3}
-_OP = {"dot": 0, "add": 1}
-_EDGE = {"none": 0, "leaky_relu": 1, "exp": 2, "softmax": 3}
-_reason = None
 _POISON = os.environ.get("GNNSPARSE_POISON", "") not in ("", "0")
 
 
+_EXT = None
+
+
 def _ext():
-    from . import _sycl  # noqa: F401  (loads libsycl; dpctl must be imported first for its C-API)
+    global _EXT
+    if _EXT is None:
+        import dpctl  # noqa: F401  (its C-API, used by the module's queue and event casters)
 
-    return _sycl
+        from . import _sycl  # loads libsycl
+
+        _EXT = _sycl
+    return _EXT
 
 
-@functools.lru_cache(maxsize=None)
-def available() -> bool:
-    global _reason
+def _dpnp():
     try:
-        import dpctl  # noqa: F401
+        import dpnp
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError("SYCL USM arrays need dpnp: pip install dpnp (or gnnsparse[dpnp])") from e
+    return dpnp
 
-        _ext()
-        default_queue()
-        return True
-    except Exception as e:  # no dpctl, no _sycl module, no device
-        _reason = f"{type(e).__name__}: {e}"
-        return False
+
+class _HostPlace:
+    """The place of NumPy / torch CPU arrays: the default SYCL device."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return f"the host (NumPy, run on the SYCL device {backend.device_name()!r})"
+
+
+class _UsmPlace(tuple):
+    """(context, device) of a USM array: arrays of one context can be used together."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return f"SYCL device {self[1].name!r} (context {self[0].addressof_ref():#x})"
+
+    def explain(self, other) -> str:
+        if isinstance(other, _UsmPlace) and other[1] == self[1]:
+            return (" (another SYCL context on the same device: USM memory belongs to the context it was "
+                    "allocated in; allocate the arrays on one queue, or on queues sharing a context)")
+        return ""
+
+
+HOST = _HostPlace()
+
+
+class SyclBackend:
+    name = "sycl"
+    dtypes = frozenset({"float32", "float64"})
+
+    def __init__(self):
+        self._reason = None
+
+    # ------------------------------------------------------------ availability
+    @functools.lru_cache(maxsize=None)
+    def available(self) -> bool:
+        try:
+            import dpctl  # noqa: F401
+
+            _ext()
+            self.default_queue()
+            return True
+        except Exception as e:  # no dpctl, no _sycl module, no device
+            self._reason = f"{type(e).__name__}: {e}"
+            return False
+
+    def unavailable_reason(self) -> str:
+        return self._reason or "unknown"
+
+    @functools.lru_cache(maxsize=None)
+    def default_queue(self):
+        """The queue NumPy inputs run on: GNNSPARSE_SYCL_DEVICE (a dpctl filter string) or the CPU."""
+        import dpctl
+
+        return dpctl.SyclQueue(os.environ.get("GNNSPARSE_SYCL_DEVICE", "opencl:cpu"), property="in_order")
+
+    @functools.lru_cache(maxsize=None)
+    def device_name(self) -> str:
+        return self.default_queue().sycl_device.name
+
+    def device_caps(self, queue=None) -> dict:
+        return _ext().device_caps(queue or self.default_queue())
+
+    @functools.cached_property
+    def _host_exec(self):
+        """The exec handle of NumPy calls: the default queue, nothing to wait for."""
+        return (self.default_queue(), ())
+
+    @functools.cached_property
+    def host_direct(self) -> bool:
+        """Whether the default device reads host (malloc'ed) memory, so NumPy arrays need no copy."""
+        return bool(self.device_caps()["usm_system_allocations"])
+
+    # ------------------------------------------------------------ places and arrays
+    def place(self, x):
+        if isinstance(x, np.ndarray) or _arrays.kind(x) == "numpy":
+            return HOST
+        q = _usm_queue(x)
+        return _UsmPlace((q.sycl_context, q.sycl_device))
+
+    def prepare(self, x):
+        if isinstance(x, np.ndarray):
+            return x if x.flags.c_contiguous else np.ascontiguousarray(x)
+        if _arrays.is_torch(x):  # torch CPU tensor: a NumPy view of it (zero copy)
+            return x.detach().contiguous().numpy()
+        if _arrays.kind(x) == "usm":
+            dpnp = _dpnp()
+            if not isinstance(x, dpnp.ndarray):
+                x = dpnp.asarray(x)  # zero copy for any __sycl_usm_array_interface__ object
+            return x if x.flags.c_contiguous else dpnp.ascontiguousarray(x)
+        a = np.asarray(_arrays.to_numpy(x))  # keeps 0-d arrays 0-d (ascontiguousarray would not)
+        return a if a.flags.c_contiguous else np.ascontiguousarray(a)
+
+    def upload(self, a, place, like):
+        a = np.ascontiguousarray(a)
+        if place is HOST:
+            if self.host_direct:
+                return a
+            return _dpnp().asarray(a, usm_type="shared", sycl_queue=self.default_queue())
+        return _dpnp().asarray(a, usm_type="device", sycl_queue=_usm_queue(like))
+
+    def view(self, rowptr, col, val, M, K, nnz, max_degree):
+        return _core.CsrView(_core.ITYPE[_arrays.dtype_name(rowptr)][0], _addr(rowptr), _addr(col),
+                             0 if val is None else _addr(val), M, K, nnz, max_degree)
+
+    # ------------------------------------------------------------ ops
+    def spmm(self, A, X, M, C, dtype, reduce, want_arg, precision):
+        if type(X) is np.ndarray and self.host_direct and not _POISON:  # the per-call fast path
+            Y = np.empty((M, C), X.dtype)
+            arg = np.empty((M, C), np.int64) if want_arg else None
+            _EXT.spmm(self._host_exec, A, dtype, reduce, _address(X), _address(Y),
+                      0 if arg is None else _address(arg), C, precision).wait()
+            return Y, arg
+        c = _Call(self, X)
+        Y = c.empty((M, C), X.dtype)
+        arg = c.empty((M, C), np.int64) if want_arg else None
+        ev = _ext().spmm(c.exec(), A, dtype, reduce, c.addr(X), _addr(Y), 0 if arg is None else _addr(arg), C,
+                         precision)
+        return c.finish(ev, A, Y, arg)
+
+    def sddmm(self, A, X, Y, nnz, H, F, dtype, op, precision):
+        c = _Call(self, X)
+        E = c.empty((nnz, H), X.dtype)
+        ev = _ext().sddmm(c.exec(), A, dtype, op, c.addr(X), c.addr(Y), _addr(E), H, F, precision)
+        return c.finish(ev, A, E)[0]
+
+    def fusedmm(self, A, X, Y, Z, M, H, F, D, dtype, op, edge, slope, want_edges, precision):
+        c = _Call(self, X)
+        out = c.empty((M, H, D), X.dtype)
+        E = c.empty((A.nnz, H), X.dtype) if want_edges else None
+        ev = _ext().fusedmm(c.exec(), A, dtype, op, edge, slope, c.addr(X), c.addr(Y), c.addr(Z), _addr(out),
+                            0 if E is None else _addr(E), H, F, D, precision)
+        return c.finish(ev, A, out, E)
+
+
+_address = _core.address
+
+
+def _addr(a) -> int:
+    if isinstance(a, np.ndarray):
+        return _address(a)
+    return a.get_array()._pointer if hasattr(a, "get_array") else int(a.__sycl_usm_array_interface__["data"][0])
+
+
+def _usm_queue(x):
+    """The dpctl.SyclQueue a USM object lives on."""
+    q = getattr(x, "sycl_queue", None)
+    if q is not None:
+        return q
+    import dpctl
+
+    obj = x.__sycl_usm_array_interface__["syclobj"]
+    if isinstance(obj, dpctl.SyclQueue):
+        return obj
+    if isinstance(obj, dpctl.SyclContext):
+        return dpctl.SyclQueue(obj, obj.get_devices()[0])
+    return dpctl.SyclQueue(obj)
+
+
+_IN_ORDER: dict = {}  # queue -> is_in_order
+
+
+class _Call:
+    """Queue, output allocation, addresses and ordering of one op call."""
+
+    __slots__ = ("usm", "queue", "order", "keep")
+
+    def __init__(self, b: SyclBackend, like):
+        self.usm = not isinstance(like, np.ndarray)
+        self.keep = None
+        if self.usm:
+            from dpctl.utils import SequentialOrderManager
+
+            self.queue = like.sycl_queue
+            self.order = SequentialOrderManager[self.queue]
+        else:
+            self.queue = b.default_queue()
+            if not b.host_direct:  # stage NumPy through shared USM (outputs too, see empty)
+                self.usm = None
+
+    def exec(self):
+        """(queue, events to wait on): after the outputs exist, so their fills are waited for. An
+        in-order queue orders submissions itself: no events to convert and wait on."""
+        if not self.usm:
+            return _BACKEND._host_exec
+        in_order = _IN_ORDER.get(self.queue)
+        if in_order is None:
+            in_order = _IN_ORDER[self.queue] = bool(self.queue.is_in_order)
+        return (self.queue, () if in_order else self.order.submitted_events)
+
+    def addr(self, a) -> int:
+        if self.usm is None and isinstance(a, np.ndarray):  # a device that cannot read host memory
+            staged = _dpnp().asarray(a, usm_type="shared", sycl_queue=self.queue)
+            self.keep = (self.keep or ()) + (staged,)
+            return _addr(staged)
+        return _addr(a)
+
+    def empty(self, shape, dtype):
+        if self.usm is False:
+            out = np.empty(shape, dtype)
+        else:
+            out = _POOL.empty(self.queue, shape, dtype, "device" if self.usm else "shared")
+        if _POISON:
+            fill = np.nan if np.dtype(dtype).kind == "f" else np.iinfo(dtype).max // 3
+            out.fill(fill)
+        return out
+
+    def finish(self, ev, A, *outs):
+        if self.usm:
+            self.order.add_event_pair(ev, ev)
+            if getattr(A, "keep", None) is not None:  # per-call arrays (see CSR._view) outlive the kernel
+                ev.wait()
+            return outs
+        ev.wait()
+        if self.usm is None:  # staged: copy results to the host
+            return tuple(None if o is None else o.asnumpy() for o in outs)
+        return outs
+
+
+class _UsmPool:
+    """Output allocations for USM calls, reused once every array viewing them is gone.
+
+    A USM allocation costs tens of microseconds on the OpenCL CPU runtime (dpnp.empty: ~35 µs),
+    more than a small kernel. Outputs are therefore usm_ndarrays over pooled dpctl.memory blocks: a
+    block is free again when the pool holds the only reference to it (every dpnp array or view over
+    it has been dropped). Reuse is ordered like any other write: the next kernel on the queue waits
+    for every event submitted before it (SequentialOrderManager), readers of the old array included.
+    At most `per_size` blocks are kept per (queue, kind, size) and `max_bytes` in all; beyond that,
+    blocks are simply allocated and freed as dpnp would.
+    """
+
+    def __init__(self, per_size=4, max_bytes=256 << 20):
+        self.blocks: dict = {}
+        self.per_size, self.max_bytes, self.held = per_size, max_bytes, 0
+
+    def empty(self, queue, shape, dtype, usm_type):
+        import sys
+
+        from dpnp.tensor import usm_ndarray
+
+        dtype = np.dtype(dtype)
+        nbytes = max(1, dtype.itemsize * int(np.prod(shape, dtype=np.int64)))
+        key = (queue, usm_type, nbytes)
+        blocks = self.blocks.setdefault(key, [])
+        mem = None
+        for b in blocks:
+            if sys.getrefcount(b) == 3:  # the list, the loop variable, getrefcount's argument
+                mem = b
+                break
+        if mem is None:
+            import dpctl.memory as dpm
+
+            mem = (dpm.MemoryUSMDevice if usm_type == "device" else dpm.MemoryUSMShared)(nbytes, queue=queue)
+            if len(blocks) < self.per_size and self.held + nbytes <= self.max_bytes:
+                blocks.append(mem)
+                self.held += nbytes
+        return _dpnp().ndarray._create_from_usm_ndarray(usm_ndarray(shape, dtype=dtype, buffer=mem))
+
+
+_POOL = _UsmPool()
+backend = _BACKEND = SyclBackend()
+
+
+# kept for callers of the module-level API (bench, tests)
+def default_queue():
+    return backend.default_queue()
+
+
+def available() -> bool:
+    return backend.available()
 
 
 def unavailable_reason() -> str:
-    return _reason or "unknown"
-
-
-@functools.lru_cache(maxsize=None)
-def default_queue():
-    """The queue NumPy inputs run on: GNNSPARSE_SYCL_DEVICE (a dpctl filter string) or the CPU device."""
-    import dpctl
-
-    return dpctl.SyclQueue(os.environ.get("GNNSPARSE_SYCL_DEVICE", "opencl:cpu"), property="in_order")
-
-
-@functools.lru_cache(maxsize=None)
-def device_caps(queue=None) -> dict:
-    return _ext().device_caps(queue or default_queue())
-
-
-def _host_direct() -> bool:
-    return bool(device_caps()["usm_system_allocations"])
-
-
-# ---------------------------------------------------------------- protocol used by the frontend
-def owns(x) -> bool:
-    return _arrays.kind(x) in ("numpy", "usm")
-
-
-def device_key(x):
-    if _arrays.kind(x) == "usm":
-        q = usm_queue(x)
-        return ("sycl", q.sycl_context.addressof_ref(), q.sycl_device.filter_string)
-    return ("sycl", "host")
-
-
-def dtype_name(x) -> str:
-    return _arrays.dtype_name(x)
-
-
-def contiguous(x):
-    if _arrays.kind(x) == "usm":
-        if not usm_is_contiguous(x):
-            raise ValueError("strided USM arrays are not supported: pass a C-contiguous array "
-                             "(e.g. dpnp.ascontiguousarray(x))")
-        return x
-    return np.ascontiguousarray(_arrays.to_numpy(x))
-
-
-def from_host(a, like):
-    """Upload for the CSR cache: USM on the input's queue, or the array itself when the default
-    device reads host memory (else shared USM on the default queue, copied once, not per call)."""
-    a = np.ascontiguousarray(a)
-    if _arrays.kind(like) == "usm":
-        return USMArray.from_numpy(a, usm_queue(like), "device")
-    if not _host_direct():
-        return USMArray.from_numpy(a, default_queue(), "shared")
-    return a
-
-
-def to_host(x):
-    return _arrays.to_numpy(x)
-
-
-# ---------------------------------------------------------------- execution context
-class _Call:
-    """Pointers, queue, output allocation and ordering for one op call."""
-
-    def __init__(self, like):
-        self.usm = _arrays.kind(like) == "usm"
-        self.like = like
-        self.keep = []  # host staging copies that must outlive the kernel
-        if self.usm:
-            self.queue = usm_queue(like)
-            from dpctl.utils import SequentialOrderManager
-
-            self.order = SequentialOrderManager[self.queue]
-            self.deps = list(self.order.submitted_events)
-        else:
-            self.queue = default_queue()
-            self.deps = []
-
-    def ptr(self, a) -> int:
-        if a is None:
-            return 0
-        if _arrays.kind(a) == "usm":
-            q = usm_queue(a)
-            if q.sycl_context != self.queue.sycl_context:
-                raise ValueError("arrays live on different SYCL contexts; put them on one queue")
-            return usm_pointer(a)
-        a = np.ascontiguousarray(a)
-        if not _host_direct():
-            a = USMArray.from_numpy(a, self.queue, "shared")
-            self.keep.append(a)
-            return usm_pointer(a)
-        self.keep.append(a)
-        return int(a.ctypes.data)
-
-    def empty(self, shape, dtype):
-        if self.usm:
-            if type(self.like).__module__.startswith("dpnp"):
-                import dpnp
-
-                out = dpnp.empty(shape, dtype=dtype, sycl_queue=self.queue)
-            else:
-                out = USMArray.empty(shape, dtype, self.queue, "device")
-        elif _host_direct():
-            out = np.empty(shape, dtype)
-        else:
-            out = USMArray.empty(shape, dtype, self.queue, "shared")
-        if _POISON:
-            self._poison(out, dtype)
-        return out
-
-    def _poison(self, out, dtype):
-        """Fill a fresh output with NaN (floats) or a huge sentinel (indices), so that any element a
-        kernel fails to write shows up in the tests (GNNSPARSE_POISON=1; never in normal use)."""
-        fill = np.array(np.nan if np.dtype(dtype).kind == "f" else np.iinfo(dtype).max // 3, dtype)
-        if isinstance(out, np.ndarray):
-            out.fill(fill)
-        elif out.nbytes:
-            host = np.full(out.shape, fill, dtype)
-            import dpctl.memory as dpm
-
-            dpm.as_usm_memory(out).copy_from_host(host.reshape(-1).view(np.uint8))
-
-    def out_ptr(self, a) -> int:
-        if isinstance(a, np.ndarray):
-            return int(a.ctypes.data)
-        return usm_pointer(a)
-
-    def finish(self, ev, *outs):
-        if self.usm:
-            self.order.add_event_pair(ev, ev)
-            return outs
-        ev.wait()
-        return tuple(o if o is None or isinstance(o, np.ndarray) else o.asnumpy() for o in outs)
-
-
-def _csr_args(rowptr, col, val, c: _Call):
-    return dict(itype=_arrays.dtype_name(rowptr), rowptr=c.ptr(rowptr), col=c.ptr(col), val=c.ptr(val))
-
-
-def spmm(rowptr, col, val, X, M, K, reduce, want_arg):
-    c = _Call(X)
-    C = _arrays.shape_of(X)[1]
-    dt = _arrays.dtype_name(X)
-    Y = c.empty((M, C), dt)
-    arg = c.empty((M, C), np.int64) if want_arg else None
-    a = _csr_args(rowptr, col, val, c)
-    ev = _ext().spmm(c.queue, a["itype"], a["rowptr"], a["col"], a["val"], M, K, _arrays.shape_of(col)[0], dt,
-                     _REDUCE[reduce], c.ptr(X), c.out_ptr(Y), 0 if arg is None else c.out_ptr(arg), C, c.deps)
-    return c.finish(ev, Y, arg)
-
-
-def sddmm(rowptr, col, X, Y, M, K, op):
-    c = _Call(X)
-    H = _arrays.shape_of(X)[1]
-    F = _arrays.shape_of(X)[2] if op == "dot" else 1
-    nnz = _arrays.shape_of(col)[0]
-    dt = _arrays.dtype_name(X)
-    E = c.empty((nnz, H), dt)
-    a = _csr_args(rowptr, col, None, c)
-    ev = _ext().sddmm(c.queue, a["itype"], a["rowptr"], a["col"], M, K, nnz, dt, _OP[op], c.ptr(X), c.ptr(Y),
-                      c.out_ptr(E), H, F, c.deps)
-    return c.finish(ev, E)[0]
-
-
-def fusedmm(rowptr, col, val, X, Y, Z, M, K, op, edge, slope, want_edges):
-    c = _Call(X)
-    H = _arrays.shape_of(X)[1]
-    F = _arrays.shape_of(X)[2] if op == "dot" else 1
-    D = _arrays.shape_of(Z)[2]
-    nnz = _arrays.shape_of(col)[0]
-    dt = _arrays.dtype_name(X)
-    out = c.empty((M, H, D), dt)
-    E = c.empty((nnz, H), dt) if want_edges else None
-    a = _csr_args(rowptr, col, val, c)
-    ev = _ext().fusedmm(c.queue, a["itype"], a["rowptr"], a["col"], a["val"], M, K, nnz, dt, _OP[op], _EDGE[edge],
-                        float(slope), c.ptr(X), c.ptr(Y), c.ptr(Z), c.out_ptr(out),
-                        0 if E is None else c.out_ptr(E), H, F, D, c.deps)
-    return c.finish(ev, out, E)
+    return backend.unavailable_reason()

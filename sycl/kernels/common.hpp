@@ -7,12 +7,10 @@
 
 #include <limits>
 
+#include "gnnsparse/ops.hpp"  // Reduce, SddmmOp, EdgeFn: the template parameters of every kernel
+
 namespace gnnsparse {
 namespace syclexp = sycl::ext::oneapi::experimental;
-
-enum : int { kSum = 0, kMean = 1, kMax = 2, kMin = 3 };
-enum : int { kDot = 0, kAdd = 1 };
-enum : int { kEdgeNone = 0, kEdgeLeakyRelu = 1, kEdgeExp = 2, kEdgeSoftmax = 3 };
 
 inline size_t global_id() { return sycl::ext::oneapi::this_work_item::get_nd_item<1>().get_global_id(0); }
 
@@ -36,33 +34,34 @@ inline bool is_nan(T v) { return v != v; }  // kernels are built with -fno-fast-
 // Reducer<T, R, ARG>: acc starts at init(); update() folds message v of edge k; write() gives the
 // output for a row with deg entries (empty rows give 0 and arg -1 whatever the reduction).
 // ARG: max/min also track the winning edge (only instantiated when the caller wants arg).
-template <typename T, int R, bool ARG = true>
+template <typename T, Reduce R, bool ARG = true>
 struct Reducer {
-  static constexpr bool has_arg = (R == kMax || R == kMin) && ARG;
+  static constexpr bool extremum = ::gnnsparse::has_arg(R);  // max or min
+  static constexpr bool has_arg = extremum && ARG;
   static T init() {
-    if constexpr ((R == kMax || R == kMin) && !ARG)
-      return R == kMax ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
+    if constexpr (extremum && !ARG)
+      return R == Reduce::max ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
     return T(0);
   }
   // max/min: a strict comparison keeps the first of equal values (ties -> smallest k);
   // NaN wins over any number and, once held, is kept (numpy.max / numpy.argmax semantics).
   // Branch-free selects, so the update vectorizes across lanes.
   static void update(T &acc, long &arg, T v, long k) {
-    if constexpr (R == kSum || R == kMean) {
+    if constexpr (!extremum) {
       acc += v;
     } else if constexpr (has_arg) {
-      const bool better = (R == kMax) ? (v > acc) : (v < acc);
+      const bool better = (R == Reduce::max) ? (v > acc) : (v < acc);
       const bool take = (arg < 0) | better | (is_nan(v) & !is_nan(acc));
       acc = take ? v : acc;
       arg = take ? k : arg;
     } else {
-      const bool take = ((R == kMax) ? (v > acc) : (v < acc)) | is_nan(v);
+      const bool take = ((R == Reduce::max) ? (v > acc) : (v < acc)) | is_nan(v);
       acc = take ? v : acc;
     }
   }
   static T write(T acc, long deg) {
     if (deg == 0) return T(0);
-    if constexpr (R == kMean) return acc / T(deg);
+    if constexpr (R == Reduce::mean) return acc / T(deg);
     return acc;
   }
 };

@@ -14,10 +14,10 @@ namespace gnnsparse {
 // lanes then accumulate w * Z[j, h, :] over their features. Row softmax runs online in one pass
 // (running max m and sum s; on a new maximum the sum and the accumulators are rescaled by
 // exp(m_old - m_new)), and a second pass writes the normalized weights only when E is requested.
-template <typename T, int OP, int SG>
+template <typename T, SddmmOp OP, int SG>
 inline T sg_score(const sycl::sub_group &sg, long lane, const T *X, const T *Y, long i, long j, long h, long H,
                   long F) {
-  if constexpr (OP == kAdd) {
+  if constexpr (OP == SddmmOp::add) {
     return X[i * H + h] + Y[j * H + h];
   } else {
     const T *x = X + (i * H + h) * F, *y = Y + (j * H + h) * F;
@@ -27,7 +27,7 @@ inline T sg_score(const sycl::sub_group &sg, long lane, const T *X, const T *Y, 
   }
 }
 
-template <typename T, typename I, int OP, int EF, bool W, int SG, int V>
+template <typename T, typename I, SddmmOp OP, EdgeFn EF, bool W, int SG, int V>
 SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))
 SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<SG>))
 void fusedmm_csr_sg(const I *rowptr, const I *col, const T *val, const T *X, const T *Y, const T *Z, T *Out, T *E,
@@ -46,7 +46,7 @@ void fusedmm_csr_sg(const I *rowptr, const I *col, const T *val, const T *X, con
   for (long k = b; k < e; ++k) {
     const long j = long(col[k]);
     T w = sg_score<T, OP, SG>(sg, lane, X, Y, i, j, h, H, F);
-    if constexpr (EF == kEdgeSoftmax) {
+    if constexpr (EF == EdgeFn::softmax) {
       T p;
       if (k == b) {
         m = w;
@@ -64,11 +64,11 @@ void fusedmm_csr_sg(const I *rowptr, const I *col, const T *val, const T *X, con
       s += p;
       w = p;
     } else {
-      if constexpr (EF == kEdgeLeakyRelu) w = w > T(0) ? w : slope * w;
-      if constexpr (EF == kEdgeExp) w = sycl::exp(w);
+      if constexpr (EF == EdgeFn::leaky_relu) w = w > T(0) ? w : slope * w;
+      if constexpr (EF == EdgeFn::exp) w = sycl::exp(w);
     }
     if constexpr (W) w *= val[k];
-    if constexpr (EF != kEdgeSoftmax)
+    if constexpr (EF != EdgeFn::softmax)
       if (write_e && lane == 0) E[k * H + h] = w;
     const T *z = Z + (j * H + h) * D + c0;
 #pragma unroll
@@ -76,11 +76,11 @@ void fusedmm_csr_sg(const I *rowptr, const I *col, const T *val, const T *X, con
       if (c0 + v * SG < D) acc[v] += w * z[v * SG];
   }
   T *o = Out + (i * H + h) * D + c0;
-  const T inv = (EF == kEdgeSoftmax && e > b) ? T(1) / s : T(1);
+  const T inv = (EF == EdgeFn::softmax && e > b) ? T(1) / s : T(1);
 #pragma unroll
   for (int v = 0; v < V; ++v)
     if (c0 + v * SG < D) o[v * SG] = acc[v] * inv;
-  if constexpr (EF == kEdgeSoftmax) {
+  if constexpr (EF == EdgeFn::softmax) {
     if (write_e) {  // second pass: the normalized weights
       for (long k = b; k < e; ++k) {
         T w = sycl::exp(sg_score<T, OP, SG>(sg, lane, X, Y, i, long(col[k]), h, H, F) - m) * inv;

@@ -8,14 +8,14 @@
 
 namespace gnnsparse {
 
-template <typename T, typename I, int OP>
+template <typename T, typename I, SddmmOp OP>
 SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))
 void sddmm_csr(const I *rowptr, const I *col, const T *X, const T *Y, T *E, long M, long nnz, long H, long F) {
   const long gid = long(global_id());
   if (gid >= nnz * H) return;
   const long k = gid / H, h = gid % H;
   const long i = row_of_edge(rowptr, M, k), j = long(col[k]);
-  if constexpr (OP == kAdd) {
+  if constexpr (OP == SddmmOp::add) {
     E[gid] = X[i * H + h] + Y[j * H + h];
   } else {
     const T *x = X + (i * H + h) * F, *y = Y + (j * H + h) * F;

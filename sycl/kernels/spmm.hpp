@@ -15,7 +15,7 @@ namespace gnnsparse {
 // (it comes from the sub-group id), so rowptr/col/val loads are scalar and each lane's X loads are
 // one contiguous vector across the sub-group. Lane l owns features tile * SG * V + v * SG + l.
 // Used for wider rows (C >= SG); one sub-group walks the row's edges in order: deterministic.
-template <typename T, typename I, int R, bool W, bool ARG, int SG, int V>
+template <typename T, typename I, Reduce R, bool W, bool ARG, int SG, int V>
 SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))
 SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<SG>))
 void spmm_csr_sg(const I *rowptr, const I *col, const T *val, const T *X, T *Y, long *arg, long M, long C,
@@ -61,12 +61,12 @@ void spmm_csr_sg(const I *rowptr, const I *col, const T *val, const T *X, T *Y, 
 // b + l, b + l + SG, ...), each lane keeping all C <= V features, then a fixed butterfly combine
 // across lanes. The combine order depends only on SG, so results are bitwise reproducible; for
 // max/min the combine keeps (value, edge) pairs with the same NaN and tie rules as Reducer.
-template <typename T, int R, bool ARG>
+template <typename T, Reduce R, bool ARG>
 inline void combine(T &acc, long &arg, T other, long other_arg) {
-  if constexpr (R == kSum || R == kMean) {
+  if constexpr (!has_arg(R)) {
     acc += other;
   } else if constexpr (!ARG) {
-    const bool take = ((R == kMax) ? (other > acc) : (other < acc)) | (is_nan(other) & !is_nan(acc));
+    const bool take = ((R == Reduce::max) ? (other > acc) : (other < acc)) | (is_nan(other) & !is_nan(acc));
     acc = take ? other : acc;
   } else {
     if (other_arg < 0) return;
@@ -75,12 +75,12 @@ inline void combine(T &acc, long &arg, T other, long other_arg) {
     bool take;
     if (an || on) take = (an && on) ? other_arg < arg : on;
     else if (other == acc) take = other_arg < arg;
-    else take = (R == kMax) ? (other > acc) : (other < acc);
+    else take = (R == Reduce::max) ? (other > acc) : (other < acc);
     if (take) { acc = other; arg = other_arg; }
   }
 }
 
-template <typename T, typename I, int R, bool W, bool ARG, int SG, int V>
+template <typename T, typename I, Reduce R, bool W, bool ARG, int SG, int V>
 SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))
 SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<SG>))
 void spmm_csr_narrow(const I *rowptr, const I *col, const T *val, const T *X, T *Y, long *arg, long M, long C) {

@@ -1,8 +1,9 @@
 // Host driver of the ESIMD kernel bodies on the shim (tests only). Built by tests/test_esimd.py as a
-// shared library (g++ -DGNNSPARSE_ESIMD_HOST_SHIM -I sycl/kernels -I tests/esimd_shim) and called
-// through ctypes. Each entry point:
+// shared library (g++ -DGNNSPARSE_ESIMD_HOST_SHIM -I sycl/kernels -I sycl -I include
+// -I tests/esimd_shim) and called through ctypes. Codes (reduce, edge) are those of
+// gnnsparse/ops.hpp. Each entry point:
 //   1. takes the launch the host launcher (sycl/esimd.cpp) would make, from the same policy header
-//      (sycl/kernels/esimd/policy.hpp); a non-zero nt / vlc / n / n2 forces that instance instead;
+//      (sycl/esimd_policy.hpp); a non-zero nt / vlc / n / n2 forces that instance instead;
 //   2. registers every array with the shim (read-only inputs, write-counted outputs);
 //   3. runs every thread of the nd_range (global ids past the useful threads included) one by one;
 //   4. checks that every output element was written exactly once and no access left its array.
@@ -13,9 +14,9 @@
 #include <string>
 
 #include "esimd/fusedmm.hpp"
-#include "esimd/policy.hpp"
 #include "esimd/sddmm.hpp"
 #include "esimd/spmm.hpp"
+#include "esimd_policy.hpp"
 
 #ifndef SHIM_PART
 #define SHIM_PART 0
@@ -122,8 +123,8 @@ int shim_sddmm(int idx64, int nt, int vlc, int n, const void *rowptr, const void
 #endif
 
 #if SHIM_PART == 0 || SHIM_PART == 2
-// SpMM sum / mean: Y[M, C] from X[K, C]; val may be null.
-int shim_spmm(int idx64, int vlc, int n, int mean, const void *rowptr, const void *col, const float *val,
+// SpMM sum / mean (reduce: a gnnsparse::Reduce code): Y[M, C] from X[K, C]; val may be null.
+int shim_spmm(int idx64, int vlc, int n, int reduce, const void *rowptr, const void *col, const float *val,
               const float *X, float *Y, i64 M, i64 K, i64 nnz, i64 C) {
   shim::reset();
   gp::Launch l = gp::spmm_launch(M, nnz, C);
@@ -145,10 +146,10 @@ int shim_spmm(int idx64, int vlc, int n, int mean, const void *rowptr, const voi
         for (i64 g = 0; g < l.global; ++g) {
           if (val)
             ge::spmm_thread<float, I, VLC.value, N.value, true>(g, static_cast<const I *>(rowptr),
-                                                               static_cast<const I *>(col), val, X, Y, M, C, mean);
+                                                               static_cast<const I *>(col), val, X, Y, M, C, gnnsparse::Reduce(reduce));
           else
             ge::spmm_thread<float, I, VLC.value, N.value, false>(g, static_cast<const I *>(rowptr),
-                                                                static_cast<const I *>(col), val, X, Y, M, C, mean);
+                                                                static_cast<const I *>(col), val, X, Y, M, C, gnnsparse::Reduce(reduce));
         }
       });
     });
@@ -197,7 +198,7 @@ int fused_run(GNNSPARSE_FUSED_ARGS) {
           for (i64 g = 0; g < l.global; ++g)
             ge::fusedmm_thread<float, I, VLC.value, NF.value, ND.value, HAS_VAL>(
                 g, static_cast<const I *>(rowptr), static_cast<const I *>(col), val, X, Y, Z, Out, E, M, H, F, D,
-                edge, slope);
+                gnnsparse::EdgeFn(edge), slope);
         });
       });
     });
@@ -217,7 +218,7 @@ int shim_fusedmm_unweighted(GNNSPARSE_FUSED_ARGS) { return fused_run<false>(GNNS
 int shim_fusedmm_weighted(GNNSPARSE_FUSED_ARGS) { return fused_run<true>(GNNSPARSE_FUSED_PASS); }
 #endif
 #if SHIM_FUSED_HALF == 0 || SHIM_FUSED_HALF == 1
-// FusedMM dot + edge function: Out[M, H, D]; val and E may be null.
+// FusedMM dot + edge function (edge: a gnnsparse::EdgeFn code): Out[M, H, D]; val and E may be null.
 int shim_fusedmm(GNNSPARSE_FUSED_ARGS) {
   return val ? shim_fusedmm_weighted(GNNSPARSE_FUSED_PASS) : shim_fusedmm_unweighted(GNNSPARSE_FUSED_PASS);
 }

@@ -1,14 +1,15 @@
-"""Benchmark cases and suites (BENCHMARKS.md): graphs are built lazily from a spec, shared by the
+"""Benchmark cases and suites: graphs are built lazily from a spec, shared by the
 cases that use them, and the suites list (graph, op, widths, variants)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from .. import _core
 from . import generators as gen
 
 OPS = ("spmm", "sddmm", "fusedmm")
 SUITES = ("quick", "grid72", "graphs", "all")
-REDUCES = ("sum", "mean", "max", "min")
+REDUCES = tuple(_core.REDUCE)
 
 
 @dataclass(frozen=True)

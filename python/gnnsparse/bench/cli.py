@@ -255,7 +255,7 @@ def run_bench(args, parser) -> int:
     print("geomean ratios (reference time / gnnsparse time, verified cases):")
     report.print_summary(summary)
     if goals:
-        print("targets (BENCHMARKS.md):")
+        print("project goals (measured in this run):")
         for g in goals:
             print(f"  {'met   ' if g['met'] else 'MISSED'} {g['target']}: {g['measured']} over {g['cases']} cases")
     jpath, cpath = os.path.join(out, "results.json"), os.path.join(out, "results.csv")

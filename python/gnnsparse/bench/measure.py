@@ -365,13 +365,9 @@ def cuda_usable() -> tuple[bool, str]:
     from .._backends import available_backends
 
     if not available_backends().get("cuda"):
-        try:
-            from .. import _cuda
+        from .._cuda_backend import backend
 
-            _cuda.extension()
-            return False, "the gnnsparse CUDA backend sees no GPU"
-        except Exception as e:
-            return False, f"the gnnsparse CUDA backend is not built or not importable ({e})"
+        return False, f"the gnnsparse CUDA backend cannot run here: {backend.unavailable_reason()}"
     if not _has_torch():
         return False, "the CUDA bench needs torch (pip install torch)"
     import torch

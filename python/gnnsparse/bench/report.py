@@ -179,7 +179,7 @@ def write_markdown(path, meta, results, summary):
     lines += [f"- {k}: {v['geomean_ratio']:.2f}× ({v['cases']} cases, {v['wins']} at or above 1×)"
               for k, v in summary.items()]
     if meta.get("targets"):
-        lines += ["", "Targets (BENCHMARKS.md):", ""]
+        lines += ["", "Project goals (measured in this run):", ""]
         lines += [f"- {'met' if g['met'] else '**missed**'}: {g['target']}: {g['measured']} over {g['cases']} cases"
                   for g in meta["targets"]]
     with open(path, "w") as f:

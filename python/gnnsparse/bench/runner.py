@@ -222,7 +222,10 @@ def _geo(v):
 
 
 def targets(results, device):
-    """The BENCHMARKS.md targets this run can speak to: [{target, measured, cases, met}]."""
+    """The project's performance goals this run can speak to: [{target, measured, cases, met}].
+
+    Stated in terms the run itself measures (ratios to references run in the same process, fractions
+    of the copy bandwidth measured in the same run), so they read the same on any machine."""
     ok = [r for r in results if r.get("verified") and r.get("ours_s")]
 
     def ratios(ref, pred):
@@ -242,22 +245,20 @@ def targets(results, device):
         add("SpMM >= torch.sparse.mm (CPU)", ratios("torch.sparse", spmm_sum), 1.0)
         add("SpMM >= 2x scipy.sparse", ratios("scipy", spmm_sum), 2.0)
         return out
-    for w, goal in ((16, 4.0), (32, 3.0), (128, 1.4)):
-        add(f"SpMM >= {goal:g}x cuSPARSE at C={w}", ratios("torch.sparse", lambda r: spmm_sum(r, w)), goal)
-    for w, goal in ((32, 8.0), (128, 15.0)):
-        add(f"SDDMM dot >= {goal:g}x cuSPARSE at K={w}",
-            ratios("torch.sparse", lambda r: r["op"] == "sddmm" and r["sddmm_op"] == "dot" and r["width"] == w
-                   and r["heads"] == 1), goal)
-    add("FusedMM >= 1.5x our SDDMM + SpMM", ratios("unfused", lambda r: r["op"] == "fusedmm"), 1.5)
-    fr = [r["frac_copy_bw"] for r in ok if spmm_sum(r) and r.get("frac_copy_bw") and r["nnz"] >= 5_000_000]
-    if fr:
-        out.append({"target": "SpMM >= 85% of the bytes-model floor (graphs with >= 5M edges)",
-                    "measured": f"median {np.median(fr):.0%} of copy bandwidth (max {max(fr):.0%})", "cases": len(fr),
-                    "met": bool(np.median(fr) >= 0.85)})
+    add("SpMM >= torch.sparse.mm (cuSPARSE)", ratios("torch.sparse", spmm_sum), 1.0)
+    add("SDDMM >= torch.sparse.sampled_addmm (cuSPARSE)", ratios("torch.sparse", lambda r: r["op"] == "sddmm"), 1.0)
+    add("FusedMM >= 1.3x our SDDMM + SpMM", ratios("unfused", lambda r: r["op"] == "fusedmm"), 1.3)
+    for what, pred, goal in (("SpMM", spmm_sum, 0.95),
+                             ("SDDMM", lambda r: r["op"] == "sddmm" and r.get("sddmm_op") == "dot", 0.90)):
+        fr = [r["frac_copy_bw"] for r in ok if pred(r) and r.get("frac_copy_bw") and r["nnz"] >= 5_000_000]
+        if fr:
+            out.append({"target": f"{what} >= {goal:.0%} of the bytes-model floor (graphs with >= 5M edges)",
+                        "measured": f"median {np.median(fr):.0%} of copy bandwidth (min {min(fr):.0%})",
+                        "cases": len(fr), "met": bool(min(fr) >= goal)})
     uni = {(r["nnz"], r["width"]): r["ours_s"] for r in ok if spmm_sum(r) and r["graph"].startswith("uniform")}
     pl = [(r["ours_s"] / uni[(r["nnz"], r["width"])]) for r in ok
           if spmm_sum(r) and r["graph"].startswith("rmat") and (r["nnz"], r["width"]) in uni]
     if pl:
-        out.append({"target": "power-law SpMM time <= 1.2x uniform graph of equal nnz",
-                    "measured": f"worst {max(pl):.2f}x", "cases": len(pl), "met": bool(max(pl) <= 1.2)})
+        out.append({"target": "power-law SpMM time <= 1.15x the uniform graph of equal nnz",
+                    "measured": f"worst {max(pl):.2f}x", "cases": len(pl), "met": bool(max(pl) <= 1.15)})
     return out

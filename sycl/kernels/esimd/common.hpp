@@ -1,7 +1,7 @@
 // gnnsparse ESIMD kernels: shared pieces (tuning type, tile loads/stores, index chunks).
 //
-// Device code for Intel GPUs with aspect::ext_intel_esimd (Data Center GPU Max 1550), after seed
-// paper 000 ("Performance Optimization of Deep Learning Sparse Matrix Kernels on Intel Max Series
+// Device code for Intel GPUs with aspect::ext_intel_esimd (Data Center GPU Max 1550), after the ESIMD
+// paper ("Performance Optimization of Deep Learning Sparse Matrix Kernels on Intel Max Series
 // GPU"). One source serves three readers:
 //   * the SYCL kernel_compiler at run time (sycl/runtime.hpp embeds every file under sycl/kernels/),
 //   * icpx ahead of time (cmake/SyclAot.cmake, -fsycl-targets=spir64_gen -Xs "-device pvc"),
@@ -13,6 +13,12 @@
 #include <cstdint>
 #include <functional>
 #include <type_traits>
+
+#if __has_include("gnnsparse/ops.hpp")  // Reduce, EdgeFn: on the include path (icpx, the host shim)
+#include "gnnsparse/ops.hpp"
+#else  // the kernel_compiler's include files resolve relative to this file
+#include "../gnnsparse/ops.hpp"
+#endif
 
 #ifdef GNNSPARSE_ESIMD_HOST_SHIM
 #include "esimd_shim.hpp"
@@ -38,8 +44,8 @@ using xe::simd_mask;
 using i64 = std::int64_t;
 
 // Tuning of one kernel instance (oneDPL kernel_param style): NT threads per row (SDDMM), VLC
-// nonzeros per chunk, N features per register tile. The allowed sets match
-// sycl/kernels/esimd/policy.hpp (kNT, kVLC, kN).
+// nonzeros per chunk, N features per register tile. The allowed sets match the host launch policy
+// (sycl/esimd_policy.hpp: kNT, kVLC, kN).
 template <int NT_, int VLC_, int N_>
 struct kernel_param {
   static constexpr int NT = NT_;
@@ -49,9 +55,6 @@ struct kernel_param {
   static_assert(VLC == 8 || VLC == 16, "VLC must be 8 or 16 (one index block; masked tails <= 16 lanes)");
   static_assert(N >= 8 && N <= 128 && (N & (N - 1)) == 0, "feature tile N must be a power of two in [8, 128]");
 };
-
-// Edge functions of fusedmm (values of gnnsparse::EdgeFn; softmax is not an ESIMD path).
-enum edge_fn : int { edge_none = 0, edge_leaky_relu = 1, edge_exp = 2 };
 
 // ---- block stores ----------------------------------------------------------------------------
 // block_store without an alignment property assumes a 16-byte (OWORD) aligned address (ESIMD spec,
@@ -147,7 +150,7 @@ GNNSPARSE_ESIMD_FN void store_chunk(T *p, simd<T, VLC> v, int cnt, i64 H) {
   }
 }
 
-// Prefetch the next chunk's VLC entries into L1/L2 (seed 000, Figure 8) when that chunk is full;
+// Prefetch the next chunk's VLC entries into L1/L2 (ESIMD paper, Figure 8) when that chunk is full;
 // a partial next chunk is not prefetched (the block could cross the end of the array).
 template <typename V, int VLC>
 GNNSPARSE_ESIMD_FN void prefetch_chunk(const V *p, bool full) {
@@ -169,8 +172,8 @@ GNNSPARSE_ESIMD_FN int tile_mode_of(i64 F) {
 }
 
 // dp[l] = <x_i, Y[ja[l]]> over F features for l < cnt (lanes >= cnt are 0). The first tile of x_i
-// lives in registers (regL, loaded once per row as in seed 000). The inner loop is fully unrolled
-// (seed 000, Figure 8) for full chunks of full tiles; masked variants keep a rolled loop, which
+// lives in registers (regL, loaded once per row as in the ESIMD paper). The inner loop is fully unrolled
+// (ESIMD paper, Figure 8) for full chunks of full tiles; masked variants keep a rolled loop, which
 // keeps the vISA code (and its predicate count) within the pvc backend's limits.
 template <typename T, typename I, int VLC, int N, bool FULL, int TM>
 GNNSPARSE_ESIMD_FN simd<T, VLC> dot_chunk(const simd<T, N> &regL, const T *xi, simd<I, VLC> ja, int cnt,

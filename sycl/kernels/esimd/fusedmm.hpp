@@ -3,7 +3,7 @@
 //   Out[i, h, :] = sum_k w * Z[j, h, :]        (summed in edge order)
 // and, only when E is not null, E[k, h] = w. Row softmax is not an ESIMD path (the host returns
 // nullopt and the portable kernel runs it).
-// Seed paper 000, Algorithm 3 and Figure 11: the SDDMM with NT = 1 feeds the SpMM directly; a chunk's
+// The ESIMD paper, Algorithm 3 and Figure 11: the SDDMM with NT = 1 feeds the SpMM directly; a chunk's
 // edge values live in one simd<float, VLC> register block and are never written to memory unless
 // asked for. One thread per (row, head, output tile of ND); for D > 128 each output tile recomputes
 // the row's edge values. Empty rows write zeros.
@@ -24,16 +24,16 @@ namespace gnnsparse::esimd {
 // Edge function on a chunk's VLC values, without branches (merges under uniform masks): ocloc's pvc
 // backend (IGC 1.0.12504) aborts on the NF = ND = 128 kernels when this is a run-time branch.
 template <typename T, int VLC>
-GNNSPARSE_ESIMD_FN simd<T, VLC> apply_edge(simd<T, VLC> w, int edge, T slope) {
+GNNSPARSE_ESIMD_FN simd<T, VLC> apply_edge(simd<T, VLC> w, EdgeFn edge, T slope) {
   const simd<T, VLC> ex = xe::exp(w);
-  w.merge(w * slope, (w <= T(0)) & simd_mask<VLC>(edge == edge_leaky_relu ? 1 : 0));  // NaN stays NaN
-  w.merge(ex, simd_mask<VLC>(edge == edge_exp ? 1 : 0));
+  w.merge(w * slope, (w <= T(0)) & simd_mask<VLC>(edge == EdgeFn::leaky_relu ? 1 : 0));  // NaN stays NaN
+  w.merge(ex, simd_mask<VLC>(edge == EdgeFn::exp ? 1 : 0));
   return w;
 }
 
 template <typename T, typename I, int VLC, int NF, int ND, bool HAS_VAL>
 GNNSPARSE_ESIMD_FN void fusedmm_thread(i64 gid, const I *rowptr, const I *col, const T *val, const T *X, const T *Y,
-                                       const T *Z, T *Out, T *E, i64 M, i64 H, i64 F, i64 D, int edge, T slope) {
+                                       const T *Z, T *Out, T *E, i64 M, i64 H, i64 F, i64 D, EdgeFn edge, T slope) {
   using PF = kernel_param<1, VLC, NF>;  // the SDDMM half (NT = 1)
   using PD = kernel_param<1, VLC, ND>;  // the SpMM half
   static_assert(std::is_integral_v<I> && std::is_signed_v<I>, "index type: int32 or int64");
@@ -95,12 +95,13 @@ GNNSPARSE_ESIMD_FN void fusedmm_thread(i64 gid, const I *rowptr, const I *col, c
 namespace gnnsparse::esimd {
 // nd_range: global >= M * H * ceil(D / ND) (a multiple of local), any local size. val is read only
 // when HAS_VAL (a template parameter: a load under a run-time branch crashes ocloc's pvc backend
-// in IGC 1.0.12504); E may be null. edge: 0 none, 1 leaky_relu (slope), 2 exp.
+// in IGC 1.0.12504); E may be null. edge: none, leaky_relu (slope) or exp, a run-time argument
+// (one instance serves all three; the selects above are branch-free).
 template <typename T, typename I, int VLC, int NF, int ND, bool HAS_VAL>
 SYCL_EXTERNAL SYCL_ESIMD_KERNEL
 SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((sycl::ext::oneapi::experimental::nd_range_kernel<1>))
 void fusedmm(const I *rowptr, const I *col, const T *val, const T *X, const T *Y, const T *Z, T *Out, T *E,
-             std::int64_t M, std::int64_t H, std::int64_t F, std::int64_t D, int edge, T slope) {
+             std::int64_t M, std::int64_t H, std::int64_t F, std::int64_t D, EdgeFn edge, T slope) {
   const auto it = sycl::ext::oneapi::this_work_item::get_nd_item<1>();
   fusedmm_thread<T, I, VLC, NF, ND, HAS_VAL>(i64(it.get_global_id(0)), rowptr, col, val, X, Y, Z, Out, E, M, H, F, D, edge,
                                     slope);

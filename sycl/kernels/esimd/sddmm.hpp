@@ -1,5 +1,5 @@
 // ESIMD SDDMM (dot): E[k, h] = <X[i, h, :], Y[col[k], h, :]> for every stored entry k of row i.
-// Seed paper 000, Algorithm 1 and Figures 7-8, with the remainders the paper leaves out.
+// The ESIMD paper, Algorithm 1 and Figures 7-8, with the remainders the paper leaves out.
 //
 // A work-group of NT threads computes one (row, head). Thread t takes nnzt = ceil(nnzr / NT)
 // consecutive nonzeros of the row (trailing threads may get fewer or none), in chunks of VLC:

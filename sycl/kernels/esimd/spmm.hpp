@@ -1,6 +1,6 @@
 // ESIMD SpMM (sum / mean): Y[i, c] = sum_{k in row i} val[k] * X[col[k], c]   (val = 1 when absent),
 // mean divides by the row's number of stored entries; empty rows are 0.
-// Seed paper 000, Algorithm 2 and Figures 9-10, with the remainders the paper leaves out.
+// The ESIMD paper, Algorithm 2 and Figures 9-10, with the remainders the paper leaves out.
 //
 // One thread per (row, feature tile of N): the row's column indices and values are read in chunks
 // of VLC (one simd block each, the next chunk prefetched), the unrolled inner loop does the saxpy
@@ -17,7 +17,7 @@
 
 namespace gnnsparse::esimd {
 
-// One chunk: acc += s_l * X[ja[l], c0 : c0 + N] for l < cnt. Fully unrolled (seed 000, Figure 10)
+// One chunk: acc += s_l * X[ja[l], c0 : c0 + N] for l < cnt. Fully unrolled (ESIMD paper, Figure 10)
 // for full chunks of full tiles, rolled for the masked variants (see dot_chunk).
 template <typename T, typename I, int VLC, int N, bool HAS_VAL, bool FULL, bool FULL_TILE>
 GNNSPARSE_ESIMD_FN void saxpy_chunk(simd<T, N> &acc, simd<I, VLC> ja, simd<T, VLC> s, int cnt, const T *Xc, i64 ldx,
@@ -39,7 +39,7 @@ GNNSPARSE_ESIMD_FN void saxpy_chunk(simd<T, N> &acc, simd<I, VLC> ja, simd<T, VL
 
 template <typename T, typename I, int VLC, int N, bool HAS_VAL>
 GNNSPARSE_ESIMD_FN void spmm_thread(i64 gid, const I *rowptr, const I *col, const T *val, const T *X, T *Y, i64 M,
-                                    i64 C, int mean) {
+                                    i64 C, Reduce reduce) {
   using P = kernel_param<1, VLC, N>;
   static_assert(std::is_integral_v<I> && std::is_signed_v<I>, "index type: int32 or int64");
 
@@ -75,7 +75,7 @@ GNNSPARSE_ESIMD_FN void spmm_thread(i64 gid, const I *rowptr, const I *col, cons
       saxpy_chunk<T, I, P::VLC, P::N, HAS_VAL, false, FT>(acc, ja, s, cnt, Xc, C, valid);
     }
     // 4. mean, then one store of the row's tile (the feature tail masked).
-    if (mean && e > b) acc = acc / T(e - b);
+    if (reduce == Reduce::mean && e > b) acc = acc / T(e - b);
     store_tile<T, P::N, FT>(Y + i * C + c0, acc, valid);
   };
   if (valid >= P::N)
@@ -89,13 +89,14 @@ GNNSPARSE_ESIMD_FN void spmm_thread(i64 gid, const I *rowptr, const I *col, cons
 #ifndef GNNSPARSE_ESIMD_HOST_SHIM
 namespace gnnsparse::esimd {
 // nd_range: global >= M * ceil(C / N) (a multiple of local), any local size. val may be null
-// when HAS_VAL is false. mean: 0 = sum, 1 = mean.
+// when HAS_VAL is false. reduce: sum or mean (a run-time argument).
 template <typename T, typename I, int VLC, int N, bool HAS_VAL>
 SYCL_EXTERNAL SYCL_ESIMD_KERNEL
 SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((sycl::ext::oneapi::experimental::nd_range_kernel<1>))
-void spmm(const I *rowptr, const I *col, const T *val, const T *X, T *Y, std::int64_t M, std::int64_t C, int mean) {
+void spmm(const I *rowptr, const I *col, const T *val, const T *X, T *Y, std::int64_t M, std::int64_t C,
+          Reduce reduce) {
   const auto it = sycl::ext::oneapi::this_work_item::get_nd_item<1>();
-  spmm_thread<T, I, VLC, N, HAS_VAL>(i64(it.get_global_id(0)), rowptr, col, val, X, Y, M, C, mean);
+  spmm_thread<T, I, VLC, N, HAS_VAL>(i64(it.get_global_id(0)), rowptr, col, val, X, Y, M, C, reduce);
 }
 }  // namespace gnnsparse::esimd
 #endif

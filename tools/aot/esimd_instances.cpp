@@ -1,10 +1,10 @@
 // Prints the registered names of every ESIMD kernel instance the launchers can pick for one entry
-// file (sycl/kernels/esimd/policy.hpp, all_instance_names), one per line. Used by esimd_aot.sh.
-//   g++ -std=c++17 -I sycl/kernels scripts/esimd_instances.cpp -o esimd_instances
+// file (sycl/esimd_policy.hpp, all_instance_names), one per line. Used by esimd_aot.sh.
+//   g++ -std=c++17 -I sycl -I include tools/aot/esimd_instances.cpp -o esimd_instances
 //   ./esimd_instances esimd/sddmm.hpp
 #include <cstdio>
 
-#include "esimd/policy.hpp"
+#include "esimd_policy.hpp"
 
 int main(int argc, char **argv) {
   if (argc != 2) {

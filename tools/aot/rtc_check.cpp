@@ -1,10 +1,11 @@
 // Stand-alone ESIMD compile check through the SYCL kernel_compiler (front end + ESIMD lowering and
 // checks to SPIR-V; no link, no run): the same path as KernelCache::compile_only in sycl/runtime.cpp.
 // Used by tests/test_esimd.py when gnnsparse._sycl.compile_only is not available, and by
-// scripts/esimd_aot.sh (with SYCL_DUMP_IMAGES=1 the runtime writes the ESIMD SPIR-V to the cwd).
+// tools/aot/esimd_aot.sh (with SYCL_DUMP_IMAGES=1 the runtime writes the ESIMD SPIR-V to the cwd).
 //
-//   rtc_check <kernels_dir> <entry> [--source-is-entry] <name> [<name> ...]
-// Every file under <kernels_dir> is passed as an include file keyed by its path relative to it.
+//   rtc_check <kernels_dir> <include_dir> <entry> [--source-is-entry] <name> [<name> ...]
+// Every file under <kernels_dir> and under <include_dir> (the repository's include/, which holds
+// gnnsparse/ops.hpp) is passed as an include file keyed by its path relative to that folder.
 // Prints the compiler log; exit 0 on success, 1 on a compile error, 2 on bad usage.
 #include <sycl/sycl.hpp>
 
@@ -27,22 +28,23 @@ static std::string slurp(const fs::path &p) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 4) {
-    std::fprintf(stderr, "usage: %s <kernels_dir> <entry> [--source-is-entry] <name>...\n", argv[0]);
+  if (argc < 5) {
+    std::fprintf(stderr, "usage: %s <kernels_dir> <include_dir> <entry> [--source-is-entry] <name>...\n", argv[0]);
     return 2;
   }
-  const fs::path root = argv[1];
-  const std::string entry = argv[2];
-  int a = 3;
+  const fs::path root = argv[1], include = argv[2];
+  const std::string entry = argv[3];
+  int a = 4;
   bool source_is_entry = false;
   if (std::string(argv[a]) == "--source-is-entry") { source_is_entry = true; ++a; }
   std::vector<std::string> names(argv + a, argv + argc);
 
   syclex::include_files inc;
-  for (const auto &de : fs::recursive_directory_iterator(root)) {
-    if (!de.is_regular_file()) continue;
-    inc.add(fs::relative(de.path(), root).generic_string(), slurp(de.path()));
-  }
+  for (const fs::path &dir : {root, include})
+    for (const auto &de : fs::recursive_directory_iterator(dir)) {
+      if (!de.is_regular_file()) continue;
+      inc.add(fs::relative(de.path(), dir).generic_string(), slurp(de.path()));
+    }
   const std::string src = source_is_entry ? slurp(root / entry) : "#include \"" + entry + "\"\n";
   sycl::queue q{sycl::cpu_selector_v};
   std::string log;

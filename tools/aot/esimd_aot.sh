@@ -6,7 +6,7 @@
 #      backend of IGC) turns that SPIR-V into pvc machine code.
 # Nothing runs: this proves the SPIR-V is accepted and code-generated for pvc by this ocloc.
 #
-# usage: scripts/esimd_aot.sh [--all | --smoke] [--per-instance] [--out DIR] [--python PY]
+# usage: tools/aot/esimd_aot.sh [--all | --smoke] [--per-instance] [--out DIR] [--python PY]
 #   --all           every instance the launchers can pick (default; SDDMM and SpMM take ~1 min as one
 #                   module each; FusedMM falls back to one module per instance, ~15 min on 2 cores)
 #   --smoke         all SDDMM and SpMM instances plus a few FusedMM ones (what the test runs; a
@@ -19,7 +19,7 @@
 # instance is printed as "FAIL <name>". Exit status: 0 when every instance compiled, 1 otherwise.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/.." && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
 MODE=all PER=0 OUT="" PY=${PYTHON:-} ONLY=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -46,8 +46,8 @@ echo "ocloc: $(command -v ocloc) ($(dpkg-query -W -f='${Package} ${Version}' int
 echo "output: $OUT"
 
 # the two helpers
-g++ -std=c++17 -O1 -I"$ROOT/sycl/kernels" "$HERE/esimd_instances.cpp" -o "$OUT/esimd_instances" || exit 2
-g++ -std=c++17 -O1 -DSYCL_DISABLE_FSYCL_SYCLHPP_WARNING -isystem "$PREFIX/include" "$ROOT/tests/esimd_shim/rtc_check.cpp" \
+g++ -std=c++17 -O1 -I"$ROOT/sycl" -I"$ROOT/include" "$HERE/esimd_instances.cpp" -o "$OUT/esimd_instances" || exit 2
+g++ -std=c++17 -O1 -DSYCL_DISABLE_FSYCL_SYCLHPP_WARNING -isystem "$PREFIX/include" "$HERE/rtc_check.cpp" \
   -o "$OUT/rtc_check" -L"$PREFIX/lib" -lsycl -Wl,-rpath,"$PREFIX/lib" || exit 2
 
 # ocloc 22.43 (IGC 1.0.12504, Debian bookworm) aborts (SIGABRT, no message) on some of these modules
@@ -73,7 +73,7 @@ aot() {
   local d="$OUT/$tag"
   rm -rf "$d"; mkdir -p "$d"
   local t0=$SECONDS
-  if ! (cd "$d" && SYCL_DUMP_IMAGES=1 "$OUT/rtc_check" "$ROOT/sycl/kernels" "$entry" "$@" > rtc.log 2>&1); then
+  if ! (cd "$d" && SYCL_DUMP_IMAGES=1 "$OUT/rtc_check" "$ROOT/sycl/kernels" "$ROOT/include" "$entry" "$@" > rtc.log 2>&1); then
     echo "FAIL $tag: kernel_compiler (see $d/rtc.log)"; return 1
   fi
   local spv; spv=$(ls "$d"/*.spv 2>/dev/null | head -1)

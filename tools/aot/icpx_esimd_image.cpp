@@ -1,10 +1,10 @@
 // Ahead-of-time image of every ESIMD kernel instance the launchers can pick, for pvc (Intel Data
 // Center GPU Max 1550). Compiled ONLY by icpx through cmake/SyclAot.cmake (GNNSPARSE_SYCL_AOT=ON):
-//   icpx -fsycl -fsycl-targets=spir64_gen -Xs "-device pvc" -shared -fPIC -I sycl/kernels ...
+//   icpx -fsycl -fsycl-targets=spir64_gen -Xs "-device pvc" -shared -fPIC -I sycl/kernels -I sycl -I include
 // The kernel headers are the same files the run-time kernel_compiler reads (sycl/kernels/esimd/).
-// The instance set is enumerated from sycl/kernels/esimd/policy.hpp (kNT, kVLC, kN), and each kernel
-// is filed under the exact registered name the launcher asks for (policy.hpp's *_name functions),
-// so the run-time and AOT paths cannot disagree on what exists.
+// The instance set is enumerated from sycl/esimd_policy.hpp (kNT, kVLC, kN), and each kernel is
+// filed under the exact registered name the launcher asks for (sycl/instances.hpp's
+// instance_name), so the run-time and AOT paths cannot disagree on what exists.
 //
 // Exported: gnnsparse_esimd_aot_kernel(name, context, device, out) -> true and *out set when the
 // image holds the instance; the runtime may try it before the kernel_compiler (see docs/esimd.md).
@@ -15,15 +15,17 @@
 #include <utility>
 
 #include "esimd/fusedmm.hpp"
-#include "esimd/policy.hpp"
 #include "esimd/sddmm.hpp"
 #include "esimd/spmm.hpp"
+#include "esimd_policy.hpp"
 
 namespace {
 namespace syclexp = sycl::ext::oneapi::experimental;
 namespace ge = gnnsparse::esimd;
 namespace gp = gnnsparse::esimd_policy;
 using Table = std::map<std::string, sycl::kernel_id>;
+using gnnsparse::sycl_rt::instance_name;
+std::string name(gnnsparse::sycl_rt::Instance in) { return instance_name(in); }
 
 template <const auto &Arr, typename F, std::size_t... Is>
 void each(F &&f, std::index_sequence<Is...>) {
@@ -40,15 +42,15 @@ void add_all(Table &t) {
   each<gp::kVLC>([&](auto VLC) {
     each<gp::kN>([&](auto N) {
       each<gp::kNT>([&](auto NT) {
-        t.emplace(gp::sddmm_name(i64, NT, VLC, N),
+        t.emplace(name(gp::sddmm_instance(i64, NT, VLC, N)),
                   syclexp::get_kernel_id<ge::sddmm<float, I, NT.value, VLC.value, N.value>>());
       });
-      t.emplace(gp::spmm_name(i64, VLC, N, false), syclexp::get_kernel_id<ge::spmm<float, I, VLC.value, N.value, false>>());
-      t.emplace(gp::spmm_name(i64, VLC, N, true), syclexp::get_kernel_id<ge::spmm<float, I, VLC.value, N.value, true>>());
+      t.emplace(name(gp::spmm_instance(i64, VLC, N, false)), syclexp::get_kernel_id<ge::spmm<float, I, VLC.value, N.value, false>>());
+      t.emplace(name(gp::spmm_instance(i64, VLC, N, true)), syclexp::get_kernel_id<ge::spmm<float, I, VLC.value, N.value, true>>());
       each<gp::kN>([&](auto ND) {
-        t.emplace(gp::fusedmm_name(i64, VLC, N, ND, false),
+        t.emplace(name(gp::fusedmm_instance(i64, VLC, N, ND, false)),
                   syclexp::get_kernel_id<ge::fusedmm<float, I, VLC.value, N.value, ND.value, false>>());
-        t.emplace(gp::fusedmm_name(i64, VLC, N, ND, true),
+        t.emplace(name(gp::fusedmm_instance(i64, VLC, N, ND, true)),
                   syclexp::get_kernel_id<ge::fusedmm<float, I, VLC.value, N.value, ND.value, true>>());
       });
     });

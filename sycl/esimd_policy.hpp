@@ -1,11 +1,12 @@
 // gnnsparse ESIMD launch policy: which kernel instance and which nd_range a call gets.
 //
-// Plain C++17, no SYCL and no ESIMD: included by the host launcher (sycl/esimd.cpp) and by the
-// host-shim test driver (tests/esimd_shim/shim_driver.cpp), so the tests run exactly the choices the
-// launcher makes and compile-check exactly the instance set it can pick (all_instance_names()).
-// Never included by device code.
+// Plain C++17, no SYCL and no ESIMD: included by the host launcher (sycl/esimd.cpp), the
+// ahead-of-time tools and the host-shim test driver (tests/esimd_shim/shim_driver.cpp), so the
+// tests run exactly the choices the launcher makes and compile-check exactly the instance set it
+// can pick (for_each_esimd_instance()). Host code: it lives outside the embedded kernel folder.
 //
-// Kernels (sycl/kernels/esimd/*.hpp), after seed paper 000 (Intel Max 1550 SDDMM/SpMM/FusedMM):
+// Kernels (sycl/kernels/esimd/*.hpp), after the ESIMD paper ("Performance Optimization of Deep
+// Learning Sparse Matrix Kernels on Intel Max Series GPU"):
 //   sddmm  <float, I, NT, VLC, N>      NT threads per (row, head), chunks of VLC nonzeros, feature tile N
 //   spmm   <float, I, VLC, N, HAS_VAL> one thread per (row, feature tile of N), chunks of VLC nonzeros
 //   fusedmm<float, I, VLC, NF, ND, HAS_VAL>  NT = 1 SDDMM (feature tile NF) feeding the SpMM (output tile ND)
@@ -13,6 +14,8 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "instances.hpp"
 
 namespace gnnsparse::esimd_policy {
 
@@ -22,7 +25,7 @@ inline constexpr int kNT[] = {1, 2, 4, 8, 16};  // SDDMM threads per row
 inline constexpr int kVLC[] = {8, 16};          // nonzeros per chunk (one simd block of indices)
 inline constexpr int kN[] = {16, 32, 64, 128};  // feature tile held in registers (simd<float, N>)
 
-// One stack of a Max 1550 holds 4096 ESIMD threads at full occupancy (seed 000, Section 4).
+// One stack of a Max 1550 holds 4096 ESIMD threads at full occupancy (ESIMD paper, Section 4).
 inline constexpr std::int64_t kThreadsPerStack = 4096;
 
 // Occupancy of a launch of `threads` ESIMD threads: the fraction of the last wave that is filled,
@@ -33,7 +36,7 @@ inline double occupancy(std::int64_t threads) {
   return double(threads) / double(waves * kThreadsPerStack);
 }
 
-// Seed 000's host rule for NT: the smallest power of two, at most 16, that maximizes the occupancy
+// The ESIMD paper's host rule for NT: the smallest power of two, at most 16, that maximizes the occupancy
 // of M * NT threads. M = 1024 -> NT = 4 (4096 threads); M = 3072 -> NT = 4 (12288 = 3 * 4096,
 // the paper's second example); M >= 4096 and a multiple of 4096 -> NT = 1.
 inline int choose_nt(std::int64_t M) {
@@ -69,7 +72,7 @@ struct Launch {
   std::int64_t threads = 0;               // useful threads (global - threads idle at the end)
 };
 
-// Work-group size for the one-thread-per-row kernels (SpMM, FusedMM): seed 000 puts NT rows in a
+// Work-group size for the one-thread-per-row kernels (SpMM, FusedMM): the ESIMD paper puts NT rows in a
 // work-group for small matrices; we use the SDDMM NT rule on the number of threads.
 inline std::int64_t rows_per_group(std::int64_t threads) { return choose_nt(threads); }
 
@@ -110,35 +113,39 @@ inline Launch fusedmm_launch(std::int64_t M, std::int64_t nnz, std::int64_t H, s
   return l;
 }
 
-// Registered kernel names (the strings given to the kernel_compiler's registered_names).
-inline std::string itype_name(bool i64) { return i64 ? "long" : "int"; }
-inline std::string sddmm_name(bool i64, int nt, int vlc, int n) {
-  return "gnnsparse::esimd::sddmm<float, " + itype_name(i64) + ", " + std::to_string(nt) + ", " +
-         std::to_string(vlc) + ", " + std::to_string(n) + ">";
+// The instance of a launch (sycl/instances.hpp names it).
+using sycl_rt::Instance;
+using sycl_rt::Kernel;
+inline IType itype_of(bool i64) { return i64 ? IType::i64 : IType::i32; }
+inline Instance sddmm_instance(bool i64, int nt, int vlc, int n) {
+  return Instance::of(Kernel::esimd_sddmm, DType::f32, itype_of(i64), nt, vlc, n);
 }
-inline std::string spmm_name(bool i64, int vlc, int n, bool has_val) {
-  return "gnnsparse::esimd::spmm<float, " + itype_name(i64) + ", " + std::to_string(vlc) + ", " +
-         std::to_string(n) + ", " + (has_val ? "true" : "false") + ">";
+inline Instance spmm_instance(bool i64, int vlc, int n, bool has_val) {
+  return Instance::of(Kernel::esimd_spmm, DType::f32, itype_of(i64), vlc, n, has_val);
 }
-inline std::string fusedmm_name(bool i64, int vlc, int nf, int nd, bool has_val) {
-  return "gnnsparse::esimd::fusedmm<float, " + itype_name(i64) + ", " + std::to_string(vlc) + ", " +
-         std::to_string(nf) + ", " + std::to_string(nd) + ", " + (has_val ? "true" : "false") + ">";
+inline Instance fusedmm_instance(bool i64, int vlc, int nf, int nd, bool has_val) {
+  return Instance::of(Kernel::esimd_fusedmm, DType::f32, itype_of(i64), vlc, nf, nd, has_val);
 }
 
-// Every instance the launchers can pick, per entry file ("esimd/sddmm.hpp", ...).
-inline std::vector<std::string> all_instance_names(const std::string &entry) {
-  std::vector<std::string> out;
+// Every instance the launchers can pick: 80 SDDMM, 32 SpMM, 128 FusedMM.
+template <typename F>
+void for_each_esimd_instance(F &&f) {
   for (bool i64 : {false, true})
     for (int vlc : kVLC)
       for (int n : kN) {
-        if (entry == "esimd/sddmm.hpp")
-          for (int nt : kNT) out.push_back(sddmm_name(i64, nt, vlc, n));
-        if (entry == "esimd/spmm.hpp")
-          for (bool v : {false, true}) out.push_back(spmm_name(i64, vlc, n, v));
-        if (entry == "esimd/fusedmm.hpp")
-          for (int nd : kN)
-            for (bool v : {false, true}) out.push_back(fusedmm_name(i64, vlc, n, nd, v));
+        for (int nt : kNT) f(sddmm_instance(i64, nt, vlc, n));
+        for (bool v : {false, true}) f(spmm_instance(i64, vlc, n, v));
+        for (int nd : kN)
+          for (bool v : {false, true}) f(fusedmm_instance(i64, vlc, n, nd, v));
       }
+}
+
+// Registered names of every instance of one entry file ("esimd/sddmm.hpp", ...).
+inline std::vector<std::string> all_instance_names(const std::string &entry) {
+  std::vector<std::string> out;
+  for_each_esimd_instance([&](Instance in) {
+    if (entry == in.spec().entry) out.push_back(sycl_rt::instance_name(in));
+  });
   return out;
 }
 

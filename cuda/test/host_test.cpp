@@ -1,0 +1,198 @@
+// Host-only checks of the CUDA backend's plumbing (no GPU needed): every row of every code table
+// dispatches to its own type or value and unknown codes throw std::invalid_argument naming the
+// axis; the entry points reject bad codes, sizes and pointers before touching the device; the
+// hub-pass sizing keeps its invariants. Prints "N passed, M failed" and exits non-zero on failure.
+#include <cstdint>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "dispatch.cuh"
+#include "policy.cuh"
+#include "gnnsparse/cuda.hpp"
+
+namespace gs = gnnsparse;
+namespace cd = gnnsparse::cuda_detail;
+
+static int g_passed = 0, g_failed = 0;
+
+static void check(bool ok, const std::string& what) {
+  if (ok) {
+    ++g_passed;
+  } else {
+    ++g_failed;
+    std::printf("FAILED: %s\n", what.c_str());
+  }
+}
+
+// f() throws std::invalid_argument whose message contains `needle`.
+template <class F> static void check_invalid(F&& f, const std::string& needle, const std::string& what) {
+  try {
+    f();
+    check(false, what + ": no exception");
+  } catch (const std::invalid_argument& e) {
+    check(std::string(e.what()).find(needle) != std::string::npos,
+          what + ": message '" + e.what() + "' lacks '" + needle + "'");
+  } catch (const std::exception& e) {
+    check(false, what + ": wrong exception type: " + e.what());
+  }
+}
+
+static void dispatch_tables() {
+  // Each row reaches the case of its own code, with the type or value the row names.
+#define GS_ROW_(name, code, np_name, bytes)                                                        \
+  check(cd::dispatch_dtype(gs::DType(code), [](auto t) { return int(sizeof(typename decltype(t)::type)); }) == \
+            gs::element_bytes(gs::DType::name),                                                    \
+        "dtype " #np_name);                                                                        \
+  check(cd::dispatch_dtype(gs::DType(code), [](auto t) {                                           \
+          return std::is_same_v<typename decltype(t)::type, typename cd::FeatureType<gs::DType::name>::type>; \
+        }),                                                                                        \
+        "dtype " #np_name " type");
+  GNNSPARSE_DTYPE_TABLE(GS_ROW_)
+#undef GS_ROW_
+#define GS_ROW_(name, code, np_name, bytes)                                                             \
+  check(cd::dispatch_itype(gs::IType(code), [](auto t) { return int(sizeof(typename decltype(t)::type)); }) == \
+            (bytes),                                                                                    \
+        "itype " #np_name);
+  GNNSPARSE_ITYPE_TABLE(GS_ROW_)
+#undef GS_ROW_
+#define GS_ROW_(Enum, fn, name, code) \
+  check(cd::fn(gs::Enum(code), [](auto v) { return decltype(v)::value; }) == gs::Enum::name, #Enum " " #name);
+#define GS_REDUCE_(name, code) GS_ROW_(Reduce, dispatch_reduce, name, code)
+#define GS_OP_(name, code) GS_ROW_(SddmmOp, dispatch_sddmm_op, name, code)
+#define GS_EDGE_(name, code) GS_ROW_(EdgeFn, dispatch_edge_fn, name, code)
+  GNNSPARSE_REDUCE_TABLE(GS_REDUCE_)
+  GNNSPARSE_SDDMM_OP_TABLE(GS_OP_)
+  GNNSPARSE_EDGE_FN_TABLE(GS_EDGE_)
+#undef GS_REDUCE_
+#undef GS_OP_
+#undef GS_EDGE_
+#undef GS_ROW_
+#define GS_PRECISION_(name, code)                                           \
+  try {                                                                     \
+    cd::check_precision(gs::Precision(code));                               \
+    check(true, "precision " #name);                                        \
+  } catch (const std::exception&) {                                         \
+    check(false, "precision " #name " rejected");                           \
+  }
+  GNNSPARSE_PRECISION_TABLE(GS_PRECISION_)
+#undef GS_PRECISION_
+
+  auto none = [](auto) {};
+  check_invalid([&] { cd::dispatch_dtype(gs::DType(99), none); }, "dtype code 99", "unknown dtype");
+  check_invalid([&] { cd::dispatch_itype(gs::IType(-1), none); }, "index type code -1", "unknown itype");
+  check_invalid([&] { cd::dispatch_reduce(gs::Reduce(7), none); }, "reduce code 7", "unknown reduce");
+  check_invalid([&] { cd::dispatch_sddmm_op(gs::SddmmOp(2), none); }, "sddmm op code 2", "unknown op");
+  check_invalid([&] { cd::dispatch_edge_fn(gs::EdgeFn(4), none); }, "edge function code 4", "unknown edge");
+  check_invalid([] { cd::check_precision(gs::Precision(3)); }, "precision code 3", "unknown precision");
+}
+
+// The entry points validate before any CUDA call, so these run without a device.
+static void entry_points() {
+  const int32_t rowptr[3] = {0, 0, 0};  // host memory: only its address is looked at
+  float buf[4] = {};
+  gs::SpmmArgs s;
+  s.A.rowptr = rowptr;
+  s.A.M = 0;
+  s.A.K = 2;
+  s.X = buf;
+  s.Y = buf;
+  s.C = 4;
+  gs::cuda::spmm(s, nullptr);  // M == 0: nothing to do
+  check(true, "spmm M == 0");
+  s.reduce = gs::Reduce(9);
+  check_invalid([&] { gs::cuda::spmm(s, nullptr); }, "reduce code 9", "spmm checks reduce first");
+  s.reduce = gs::Reduce::max;
+  s.dtype = gs::DType(5);
+  check_invalid([&] { gs::cuda::spmm(s, nullptr); }, "dtype code 5", "spmm dtype");
+  s.dtype = gs::DType::bf16;
+  s.A.itype = gs::IType(3);
+  check_invalid([&] { gs::cuda::spmm(s, nullptr); }, "index type code 3", "spmm itype");
+  s.A.itype = gs::IType::i64;
+  s.precision = gs::Precision(8);
+  check_invalid([&] { gs::cuda::spmm(s, nullptr); }, "precision code 8", "spmm precision");
+  s.precision = gs::Precision::tf32;
+  gs::cuda::spmm(s, nullptr);
+  check(true, "spmm accepts every precision");
+  s.C = -1;
+  check_invalid([&] { gs::cuda::spmm(s, nullptr); }, "negative size", "spmm negative C");
+  s.C = 4;
+  s.A.M = 2;
+  s.A.nnz = 3;
+  s.A.col = nullptr;
+  check_invalid([&] { gs::cuda::spmm(s, nullptr); }, "null pointer", "spmm null col");
+
+  gs::SddmmArgs d;
+  d.A.rowptr = rowptr;
+  d.A.M = 2;
+  d.A.nnz = 0;
+  gs::cuda::sddmm(d, nullptr);  // nnz == 0
+  check(true, "sddmm nnz == 0");
+  d.op = gs::SddmmOp(5);
+  check_invalid([&] { gs::cuda::sddmm(d, nullptr); }, "sddmm op code 5", "sddmm op");
+  d.op = gs::SddmmOp::add;
+  d.A.nnz = 3;
+  check_invalid([&] { gs::cuda::sddmm(d, nullptr); }, "null pointer", "sddmm null E");
+  d.H = -2;
+  check_invalid([&] { gs::cuda::sddmm(d, nullptr); }, "negative size", "sddmm negative H");
+
+  gs::FusedArgs f;
+  f.A.rowptr = rowptr;
+  f.A.M = 0;
+  gs::cuda::fusedmm(f, nullptr);
+  check(true, "fusedmm M == 0");
+  f.edge = gs::EdgeFn(11);
+  check_invalid([&] { gs::cuda::fusedmm(f, nullptr); }, "edge function code 11", "fusedmm edge");
+  f.edge = gs::EdgeFn::softmax;
+  f.A.M = 2;
+  f.A.nnz = 3;
+  f.D = 8;
+  check_invalid([&] { gs::cuda::fusedmm(f, nullptr); }, "null pointer", "fusedmm null out");
+}
+
+// plan_segments: a hub is longer than a segment, the workspace is capped, the segments cover nnz.
+static void segment_plans() {
+  const int64_t Ms[] = {1, 7, 1000, 1 << 20};
+  const int64_t nnzs[] = {0, 1, 255, 256, 257, 100000, 10000000, int64_t(3) << 31};
+  const int64_t degs[] = {-1, 0, 300, 1 << 22};
+  const int64_t slots[] = {1, 33, 2 * (128 + 2), 4096};
+  int bad = 0, cases = 0;
+  for (int64_t M : Ms)
+    for (int64_t nnz : nnzs)
+      for (int64_t deg : degs)
+        for (int64_t sl : slots)
+          for (int spmm = 0; spmm < 2; ++spmm) {
+            const int64_t min_seg = spmm ? cd::hub_threshold(M, nnz) : cd::SegmentTuning::kMinSegment;
+            const cd::SegmentPlan p = cd::plan_segments(M, nnz, deg, min_seg, sl);
+            ++cases;
+            const int64_t seg = p.seg;
+            bool ok = p.thr >= cd::hub_threshold(M, nnz) && p.thr >= min_seg;
+            ok = ok && (deg < 0 ? (seg > 0) == (nnz > p.thr) : (seg > 0) == (deg > p.thr));
+            if (seg > 0) {
+              ok = ok && p.thr >= seg && seg >= min_seg && (seg & (seg - 1)) == 0;
+              ok = ok && p.nsegments * seg >= nnz && (p.nsegments - 1) * seg < nnz;
+              ok = ok && (nnz / seg * 2 * sl <= cd::SegmentTuning::kWorkspaceElems || seg == min_seg);
+              ok = ok && (nnz / (seg / 2) * 2 * sl > cd::SegmentTuning::kWorkspaceElems || seg == min_seg);
+              ok = ok && p.row_limit() == p.thr;
+              if (spmm) ok = ok && p.thr == seg;
+            } else {
+              ok = ok && p.nsegments == 0 && p.row_limit() == 0;
+            }
+            if (!ok) {
+              ++bad;
+              std::printf("  plan_segments(M=%lld, nnz=%lld, max_deg=%lld, min_seg=%lld, slot=%lld): seg %lld thr %lld n %lld\n",
+                          (long long)M, (long long)nnz, (long long)deg, (long long)min_seg, (long long)sl,
+                          (long long)p.seg, (long long)p.thr, (long long)p.nsegments);
+            }
+          }
+  check(bad == 0, "plan_segments invariants (" + std::to_string(cases) + " cases)");
+}
+
+int main() {
+  dispatch_tables();
+  entry_points();
+  segment_plans();
+  std::printf("%d passed, %d failed\n", g_passed, g_failed);
+  return g_failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,46 @@
+// Method choice for dense-ish inputs: tensor-core tiles or the sparse (row-parallel) kernels.
+//
+// Cost model: the tile kernels touch every dense entry (time ~ M K / R_tile(width, precision));
+// the sparse kernels touch every stored entry (time ~ nnz / R_sparse(width)). Tiles win above the
+// crossover density R_sparse-per-entry / R_tile-per-entry, one number per (op, width, precision).
+// The table holds the crossover at widths 32 and 128 (interpolated in log2(width) between them,
+// held constant outside); its values come from the density sweep of tools/grid on an H200
+// (tools/grid/run.sh prints the measured crossovers in this table's format).
+#include <algorithm>
+#include <cmath>
+
+#include "tiled.hpp"
+
+namespace gnnsparse::cuda {
+
+namespace {
+struct Crossover {
+  double at32, at128;
+};
+// [op][precision] -- see docs/grid.md for the sweep these come from.
+constexpr Crossover kCrossover[3][3] = {
+    // spmm:    fp32            tf32            bf16
+    {{0.010, 0.030}, {0.006, 0.012}, {0.004, 0.008}},
+    // sddmm
+    {{0.006, 0.015}, {0.004, 0.008}, {0.003, 0.006}},
+    // fusedmm
+    {{0.008, 0.020}, {0.005, 0.010}, {0.004, 0.008}},
+};
+}  // namespace
+
+double tile_crossover_density(TileOp op, std::int64_t width, Precision precision) {
+  const Crossover c = kCrossover[static_cast<int>(op)][static_cast<int>(precision)];
+  const double x = std::clamp(std::log2(static_cast<double>(std::max<std::int64_t>(width, 1))),
+                              5.0, 7.0);
+  const double f = (x - 5.0) / 2.0;
+  return c.at32 + f * (c.at128 - c.at32);
+}
+
+bool prefer_tiles(TileOp op, std::int64_t M, std::int64_t K, std::int64_t nnz, std::int64_t width,
+                  Precision precision) {
+  if (M <= 0 || K < kTileMinK || nnz <= 0) return false;
+  const double density = static_cast<double>(nnz) / (static_cast<double>(M) * static_cast<double>(K));
+  return density >= tile_crossover_density(op, width, precision);
+}
+
+}  // namespace gnnsparse::cuda

@@ -1,0 +1,194 @@
+"""CUDA backend: torch CUDA tensors and CuPy (``__cuda_array_interface__``) arrays.
+
+Outputs are allocated in the caller's framework on the inputs' device, and kernels are launched on
+the caller's *current* stream of that device, zero copy. torch and CuPy are imported lazily, only
+when an array is one of theirs, so this module imports cleanly without torch, CuPy, a GPU, or the
+compiled extension gnnsparse._cuda.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+
+from . import _arrays, _core
+
+_ext = None
+_ext_error = None
+_POISON = os.environ.get("GNNSPARSE_POISON", "") not in ("", "0")  # tests: outputs start as NaN / huge
+
+
+def _load():
+    global _ext, _ext_error
+    if _ext is None and _ext_error is None:
+        try:
+            from . import _cuda as ext  # the compiled module
+            _ext = ext
+        except ImportError as e:  # no CUDA build in this install
+            _ext_error = e
+    return _ext
+
+
+def _is_torch(x) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def _cupy():
+    import cupy
+    return cupy
+
+
+class _Place(tuple):
+    """("cuda", device index)."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return f"cuda:{self[1]}"
+
+
+class _TorchRun:
+    """Allocation, addresses and the current stream for torch tensors on one device."""
+
+    def __init__(self, like):
+        import torch
+
+        self.torch = torch
+        self.device = like.device
+        idx = self.device.index
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        self.stream = raw(idx) if raw is not None else torch.cuda.current_stream(self.device).cuda_stream
+        self.guard = torch.cuda.device(idx) if idx != torch.cuda.current_device() else None
+
+    def empty(self, shape, like, int64=False):
+        out = self.torch.empty(shape, dtype=self.torch.int64 if int64 else like.dtype, device=self.device)
+        if _POISON:
+            out.fill_(2**62 if int64 else float("nan"))
+        return out
+
+    @staticmethod
+    def addr(x) -> int:
+        return 0 if x is None else x.data_ptr()
+
+
+class _CupyRun:
+    def __init__(self, like):
+        cp = _cupy()
+        self.cp = cp
+        self.guard = like.device
+        with self.guard:
+            self.stream = cp.cuda.get_current_stream().ptr
+
+    def empty(self, shape, like, int64=False):
+        with self.guard:
+            out = self.cp.empty(shape, dtype=np.int64 if int64 else like.dtype)
+            if _POISON:
+                out.fill(2**62 if int64 else float("nan"))
+            return out
+
+    @staticmethod
+    def addr(x) -> int:
+        return 0 if x is None else x.data.ptr
+
+
+def _run(like):
+    return _TorchRun(like) if _is_torch(like) else _CupyRun(like)
+
+
+def _launch(run, fn, *args):
+    if run.guard is None:
+        return fn(run.stream, *args)
+    with run.guard:
+        return fn(run.stream, *args)
+
+
+class CudaBackend:
+    name = "cuda"
+    dtypes = frozenset({"float32", "float64", "float16", "bfloat16"})
+
+    def available(self) -> bool:
+        ext = _load()
+        if ext is None:
+            return False
+        try:
+            return ext.device_count() > 0
+        except Exception:
+            return False
+
+    def unavailable_reason(self) -> str:
+        ext = _load()
+        if ext is None:
+            return f"the compiled module gnnsparse._cuda is missing ({_ext_error})"
+        return "no CUDA device (device_count() == 0)"
+
+    def device_count(self) -> int:
+        ext = _load()
+        return 0 if ext is None else int(ext.device_count())
+
+    # ------------------------------------------------------------ places and arrays
+    def place(self, x):
+        if _is_torch(x):
+            idx = x.device.index
+            return _Place(("cuda", idx if idx is not None else 0))
+        if not hasattr(x, "device"):
+            x = _cupy().asarray(x)
+        return _Place(("cuda", x.device.id))
+
+    def prepare(self, x):
+        if _is_torch(x):
+            return x if x.is_contiguous() else x.contiguous()
+        cp = _cupy()
+        x = x if isinstance(x, cp.ndarray) else cp.asarray(x)  # zero copy for __cuda_array_interface__
+        if x.flags.c_contiguous:
+            return x
+        with x.device:
+            return cp.ascontiguousarray(x)
+
+    def upload(self, a, place, like):
+        a = np.ascontiguousarray(a)
+        if _is_torch(like):
+            import torch
+            return torch.from_numpy(a).to(like.device)
+        cp = _cupy()
+        with cp.cuda.Device(place[1]):
+            return cp.asarray(a)
+
+    def view(self, rowptr, col, val, M, K, nnz, max_degree):
+        addr = _TorchRun.addr if _is_torch(rowptr) else _CupyRun.addr
+        return _core.CsrView(_core.ITYPE[_arrays.dtype_name(rowptr)][0], addr(rowptr), addr(col), addr(val),
+                             M, K, nnz, max_degree)
+
+    # ------------------------------------------------------------ ops
+    def spmm(self, A, X, M, C, dtype, reduce, want_arg, precision):
+        run = _run(X)
+        Y = run.empty((M, C), X)
+        arg = run.empty((M, C), X, int64=True) if want_arg else None
+        _launch(run, _ext.spmm, A, dtype, reduce, run.addr(X), run.addr(Y), run.addr(arg), C, precision)
+        return Y, arg
+
+    def sddmm(self, A, X, Y, nnz, H, F, dtype, op, precision):
+        run = _run(X)
+        E = run.empty((nnz, H), X)
+        _launch(run, _ext.sddmm, A, dtype, op, run.addr(X), run.addr(Y), run.addr(E), H, F, precision)
+        return E
+
+    def fusedmm(self, A, X, Y, Z, M, H, F, D, dtype, op, edge, slope, want_edges, precision):
+        run = _run(X)
+        out = run.empty((M, H, D), X)
+        E = run.empty((A.nnz, H), X) if want_edges else None
+        _launch(run, _ext.fusedmm, A, dtype, op, edge, slope, run.addr(X), run.addr(Y), run.addr(Z),
+                run.addr(out), run.addr(E), H, F, D, precision)
+        return out, E
+
+
+backend = CudaBackend()
+
+
+def available() -> bool:
+    return backend.available()
+
+
+def device_count() -> int:
+    return backend.device_count()

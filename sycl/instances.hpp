@@ -1,0 +1,118 @@
+// Kernel instances of the SYCL backend, named by small integers (host code only, plain C++17).
+//
+// Every kernel template the launchers submit is one row of kKernels: the embedded source that
+// defines it, its qualified C++ name and the kinds of its template arguments. An Instance packs a
+// kernel and its template arguments into 64 bits (byte 0 the kernel, byte i + 1 argument i: a code
+// of gnnsparse/ops.hpp, a bool or a size below 256), so the kernel cache is keyed by one integer
+// computed once per call, and the C++ name the run-time compiler needs
+//   gnnsparse::spmm_csr_sg<float, int, gnnsparse::Reduce::mean, true, false, 16, 4>
+// is built from it only when a kernel is not cached yet. The launchers, the kernel cache, the
+// ahead-of-time build tool and the ESIMD tests all name instances through this file.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "gnnsparse/ops.hpp"
+
+namespace gnnsparse::sycl_rt {
+
+// How a template argument is spelled in C++.
+enum class ArgKind : std::uint8_t { dtype, itype, reduce, sddmm_op, edge_fn, boolean, integer };
+
+enum class Kernel : std::uint8_t {
+  spmm_sg,        // spmm.hpp
+  spmm_narrow,    // spmm.hpp
+  sddmm_csr,      // sddmm.hpp
+  sddmm_dot_sg,   // sddmm.hpp
+  fusedmm_sg,     // fusedmm.hpp
+  esimd_sddmm,    // esimd/sddmm.hpp
+  esimd_spmm,     // esimd/spmm.hpp
+  esimd_fusedmm,  // esimd/fusedmm.hpp
+};
+inline constexpr int kKernelCount = 8;
+
+struct KernelSpec {
+  Kernel id;
+  const char *entry;     // embedded source file, relative to sycl/kernels/
+  const char *cpp_name;  // qualified template name
+  int nargs;
+  ArgKind args[7];
+};
+
+namespace detail {
+using A = ArgKind;
+inline constexpr KernelSpec kKernels[kKernelCount] = {
+    {Kernel::spmm_sg, "spmm.hpp", "gnnsparse::spmm_csr_sg", 7,
+     {A::dtype, A::itype, A::reduce, A::boolean, A::boolean, A::integer, A::integer}},  // T I R W ARG SG V
+    {Kernel::spmm_narrow, "spmm.hpp", "gnnsparse::spmm_csr_narrow", 7,
+     {A::dtype, A::itype, A::reduce, A::boolean, A::boolean, A::integer, A::integer}},  // T I R W ARG SG V
+    {Kernel::sddmm_csr, "sddmm.hpp", "gnnsparse::sddmm_csr", 3, {A::dtype, A::itype, A::sddmm_op}},  // T I OP
+    {Kernel::sddmm_dot_sg, "sddmm.hpp", "gnnsparse::sddmm_dot_sg", 3, {A::dtype, A::itype, A::integer}},  // T I SG
+    {Kernel::fusedmm_sg, "fusedmm.hpp", "gnnsparse::fusedmm_csr_sg", 7,
+     {A::dtype, A::itype, A::sddmm_op, A::edge_fn, A::boolean, A::integer, A::integer}},  // T I OP EF W SG V
+    {Kernel::esimd_sddmm, "esimd/sddmm.hpp", "gnnsparse::esimd::sddmm", 5,
+     {A::dtype, A::itype, A::integer, A::integer, A::integer}},  // T I NT VLC N
+    {Kernel::esimd_spmm, "esimd/spmm.hpp", "gnnsparse::esimd::spmm", 5,
+     {A::dtype, A::itype, A::integer, A::integer, A::boolean}},  // T I VLC N HAS_VAL
+    {Kernel::esimd_fusedmm, "esimd/fusedmm.hpp", "gnnsparse::esimd::fusedmm", 6,
+     {A::dtype, A::itype, A::integer, A::integer, A::integer, A::boolean}},  // T I VLC NF ND HAS_VAL
+};
+constexpr bool table_in_order() {
+  for (int i = 0; i < kKernelCount; ++i)
+    if (int(kKernels[i].id) != i) return false;
+  return true;
+}
+static_assert(table_in_order(), "kKernels is indexed by Kernel");
+}  // namespace detail
+
+inline const KernelSpec &spec(Kernel k) { return detail::kKernels[int(k)]; }
+
+// One kernel instance: the kernel and its template arguments, as one 64-bit key.
+class Instance {
+ public:
+  constexpr Instance() = default;
+  // Arguments in template order: enums of gnnsparse/ops.hpp, bools, or ints in [0, 256).
+  template <typename... Args>
+  static constexpr Instance of(Kernel k, Args... args) {
+    static_assert(sizeof...(Args) <= 7, "at most 7 template arguments");
+    std::uint64_t key = std::uint64_t(k);
+    int shift = 8;
+    ((key |= std::uint64_t(std::uint8_t(int(args))) << shift, shift += 8), ...);
+    return Instance(key);
+  }
+  static constexpr Instance from_key(std::uint64_t key) { return Instance(key); }
+  constexpr std::uint64_t key() const { return key_; }
+  constexpr Kernel kernel() const { return Kernel(key_ & 0xff); }
+  constexpr int arg(int i) const { return int((key_ >> (8 * (i + 1))) & 0xff); }
+  const KernelSpec &spec() const { return sycl_rt::spec(kernel()); }
+  constexpr bool operator==(Instance o) const { return key_ == o.key_; }
+  constexpr bool operator!=(Instance o) const { return key_ != o.key_; }
+
+ private:
+  explicit constexpr Instance(std::uint64_t key) : key_(key) {}
+  std::uint64_t key_ = 0;
+};
+
+// Spelling of one template argument in C++. Feature types: the SYCL kernels take float and double.
+inline std::string cpp_arg(ArgKind kind, int v) {
+  switch (kind) {
+    case ArgKind::dtype: return DType(v) == DType::f64 ? "double" : "float";
+    case ArgKind::itype: return IType(v) == IType::i64 ? "long" : "int";
+    case ArgKind::reduce: return cpp_name(Reduce(v));
+    case ArgKind::sddmm_op: return cpp_name(SddmmOp(v));
+    case ArgKind::edge_fn: return cpp_name(EdgeFn(v));
+    case ArgKind::boolean: return v ? "true" : "false";
+    case ArgKind::integer: return std::to_string(v);
+  }
+  return "";
+}
+
+// The registered name of an instance, as the run-time compiler takes it.
+inline std::string instance_name(Instance in) {
+  const KernelSpec &s = in.spec();
+  std::string name = std::string(s.cpp_name) + "<";
+  for (int i = 0; i < s.nargs; ++i) name += (i ? ", " : "") + cpp_arg(s.args[i], in.arg(i));
+  return name + ">";
+}
+
+}  // namespace gnnsparse::sycl_rt

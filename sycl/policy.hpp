@@ -1,0 +1,155 @@
+// Launch policy of the portable SYCL kernels (host code only, plain C++17): which kernel instance
+// and which nd_range a call gets, and the list of every instance these choices can produce.
+//
+// Kernels (sycl/kernels/*.hpp), all a sub-group per row (or per row and head) except sddmm_csr:
+//   spmm_csr_sg     C >= SG: lanes over features, V features per lane, ntiles tiles of SG * V
+//   spmm_csr_narrow C <  SG: lanes over edges, a lane keeps all C <= V features
+//   sddmm_dot_sg    dot, F >= SG / 2: lanes over F, one sub-group reduction per edge
+//   sddmm_csr       add, or narrow dot: a work-item per (edge, head)
+//   fusedmm_csr_sg  lanes over D, V features per lane, ntiles tiles of SG * V
+#pragma once
+#include <algorithm>
+#include <cstddef>
+#include <vector>
+
+#include "gnnsparse/args.hpp"
+#include "instances.hpp"
+
+namespace gnnsparse::sycl_rt {
+
+// What the policy needs to know about a device (sycl/runtime.cpp queries it once per device).
+struct DeviceCaps {
+  bool esimd = false;  // aspect::ext_intel_esimd
+  bool fp64 = false;
+  bool cpu = false;    // info::device_type::cpu
+  std::size_t max_wg = 1;
+  std::size_t compute_units = 1;
+  std::vector<std::size_t> sg_sizes;
+  std::size_t preferred_sg = 1;  // 16 if supported, else the largest supported <= 32
+};
+
+// One submission: the instance and a 1-D nd_range (global a multiple of local).
+struct Launch {
+  Instance inst;
+  std::size_t global = 0, local = 1;
+  long ntiles = 1;  // feature tiles per row (spmm_csr_sg, fusedmm_csr_sg)
+};
+
+inline constexpr int kMaxV = 8;  // features per lane of the sub-group kernels
+
+inline std::size_t round_up(std::size_t x, std::size_t m) { return (x + m - 1) / m * m; }
+
+// Work-group size for `global` work-items. GPUs: four sub-groups. The OpenCL CPU runtime runs each
+// work-group as one task of its thread pool, and per-group scheduling dominated small launches
+// (a Cora-sized SpMM: 121 us with 64-wide groups, 67 us with 1024): there, the largest power of
+// two <= 1024 that still leaves four groups per compute unit, never below four sub-groups.
+inline std::size_t work_group_size(const DeviceCaps &c, std::size_t global) {
+  std::size_t wg = c.preferred_sg * 4;
+  if (c.cpu) {
+    const std::size_t cap = std::min<std::size_t>(c.max_wg, 1024);
+    const std::size_t want = global / (4 * std::max<std::size_t>(c.compute_units, 1));
+    while (wg * 2 <= cap && wg * 2 <= want) wg *= 2;
+  }
+  return std::min(wg, c.max_wg);
+}
+
+inline void finish(const DeviceCaps &c, Launch &l) {
+  l.local = work_group_size(c, l.global);
+  l.global = round_up(std::max<std::size_t>(l.global, 1), l.local);
+}
+
+// Lanes over features: V is the smallest power of two (at most kMaxV) with SG * V covering the row;
+// wider rows take ntiles tiles (each tile's sub-group walks the row's edges again).
+inline void feature_tiles(long sg, long width, int &V, long &ntiles) {
+  V = 1;
+  while (V < kMaxV && long(V) * sg < width) V *= 2;
+  ntiles = std::max(1L, (width + sg * V - 1) / (sg * V));
+}
+
+// The smallest power of two >= C (narrow SpMM: C < SG, so at most SG).
+inline int narrow_width(long C) {
+  int V = 1;
+  while (V < C) V *= 2;
+  return V;
+}
+
+// Preconditions (checked by the dispatchers): M > 0, C > 0, dtype float32 or float64.
+inline Launch spmm_launch(const DeviceCaps &c, const SpmmArgs &a) {
+  const int sg = int(c.preferred_sg);
+  const bool W = a.A.val != nullptr, ARG = a.arg != nullptr && has_arg(a.reduce);
+  Launch l;
+  if (a.C < sg) {
+    l.inst = Instance::of(Kernel::spmm_narrow, a.dtype, a.A.itype, a.reduce, W, ARG, sg, narrow_width(a.C));
+    l.global = std::size_t(a.A.M) * sg;
+  } else {
+    int V;
+    feature_tiles(sg, a.C, V, l.ntiles);
+    l.inst = Instance::of(Kernel::spmm_sg, a.dtype, a.A.itype, a.reduce, W, ARG, sg, V);
+    l.global = std::size_t(a.A.M * l.ntiles) * sg;
+  }
+  finish(c, l);
+  return l;
+}
+
+// Preconditions: nnz > 0, H > 0.
+inline Launch sddmm_launch(const DeviceCaps &c, const SddmmArgs &a) {
+  const int sg = int(c.preferred_sg);
+  Launch l;
+  if (a.op == SddmmOp::dot && sg >= 2 && a.F >= sg / 2) {
+    l.inst = Instance::of(Kernel::sddmm_dot_sg, a.dtype, a.A.itype, sg);
+    l.global = std::size_t(a.A.M * a.H) * sg;
+  } else {
+    l.inst = Instance::of(Kernel::sddmm_csr, a.dtype, a.A.itype, a.op);
+    l.global = std::size_t(a.A.nnz * a.H);
+  }
+  finish(c, l);
+  return l;
+}
+
+// Preconditions: M > 0, H > 0.
+inline Launch fusedmm_launch(const DeviceCaps &c, const FusedArgs &a) {
+  const int sg = int(c.preferred_sg);
+  Launch l;
+  int V;
+  feature_tiles(sg, a.D, V, l.ntiles);
+  l.inst = Instance::of(Kernel::fusedmm_sg, a.dtype, a.A.itype, a.op, a.edge, a.A.val != nullptr, sg, V);
+  l.global = std::size_t(a.A.M * a.H * l.ntiles) * sg;
+  finish(c, l);
+  return l;
+}
+
+// Every instance the three launch functions can return on a device of sub-group size sg (the
+// ahead-of-time build compiles this list; a test checks the launch functions never leave it).
+template <typename F>
+void for_each_portable_instance(int sg, F &&f) {
+#define GNNSPARSE_REDUCE_(name, ...) Reduce::name,
+#define GNNSPARSE_OP_(name, ...) SddmmOp::name,
+#define GNNSPARSE_EDGE_(name, ...) EdgeFn::name,
+  constexpr Reduce reduces[] = {GNNSPARSE_REDUCE_TABLE(GNNSPARSE_REDUCE_)};
+  constexpr SddmmOp ops[] = {GNNSPARSE_SDDMM_OP_TABLE(GNNSPARSE_OP_)};
+  constexpr EdgeFn edges[] = {GNNSPARSE_EDGE_FN_TABLE(GNNSPARSE_EDGE_)};
+#undef GNNSPARSE_REDUCE_
+#undef GNNSPARSE_OP_
+#undef GNNSPARSE_EDGE_
+  for (DType t : {DType::f32, DType::f64})
+    for (IType i : {IType::i32, IType::i64}) {
+      for (Reduce r : reduces)
+        for (bool arg : {false, true}) {
+          if (arg && !has_arg(r)) continue;
+          for (bool w : {false, true}) {
+            for (int V = 1; V <= kMaxV; V *= 2) f(Instance::of(Kernel::spmm_sg, t, i, r, w, arg, sg, V));
+            if (sg > 1)
+              for (int V = 1; V <= narrow_width(sg - 1); V *= 2)
+                f(Instance::of(Kernel::spmm_narrow, t, i, r, w, arg, sg, V));
+          }
+        }
+      if (sg >= 2) f(Instance::of(Kernel::sddmm_dot_sg, t, i, sg));
+      for (SddmmOp op : ops) f(Instance::of(Kernel::sddmm_csr, t, i, op));
+      for (SddmmOp op : ops)
+        for (EdgeFn e : edges)
+          for (bool w : {false, true})
+            for (int V = 1; V <= kMaxV; V *= 2) f(Instance::of(Kernel::fusedmm_sg, t, i, op, e, w, sg, V));
+    }
+}
+
+}  // namespace gnnsparse::sycl_rt

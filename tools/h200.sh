@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# gnnsparse on an NVIDIA GPU machine, in one call: install the CUDA build, then run each argument
+# as a command (from a scratch directory, with the installed package first on sys.path).
+#
+#   OUT=/some/dir bash tools/h200.sh "python -m pytest -q $PWD/tests/test_cuda.py" "bench_cuda --suite graphs"
+#
+# Install: a wheel for this Python in .whl/ (made by tools/gpu_wheel.sh on another machine: saves
+# the GPU machine the CUDA compile) is installed with pip --no-deps --target; without one the
+# package is built here (CUDA only, sm_90, bench executables on). bench_cuda lands on PATH.
+# Each command's output goes to the terminal and to $OUT/log.txt; the script's exit status is the
+# number of commands that failed.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${OUT:-/tmp/gnnsparse-out}
+SITE=${SITE:-/tmp/gnnsparse-site}
+PY=${PYTHON:-python3}
+mkdir -p "$OUT" "$SITE"
+export PYTHONUNBUFFERED=1 GNNSPARSE_ROOT=$ROOT
+exec > >(tee -a "$OUT/log.txt") 2>&1
+echo "== $(date -u +%FT%TZ) $(hostname): $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader)"
+t0=$SECONDS
+tag=$("$PY" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
+wheel=$(ls "$ROOT"/.whl/gnnsparse-*-"$tag"-*.whl 2>/dev/null | head -1)
+if [ -n "$wheel" ]; then
+  "$PY" -m pip install -q --no-deps --no-index --target "$SITE" "$wheel" || exit 100
+  # the Python layer comes from the working tree: a Python-only change needs no new wheel
+  cp "$ROOT"/python/gnnsparse/*.py "$SITE/gnnsparse/" && cp -r "$ROOT"/python/gnnsparse/*/ "$SITE/gnnsparse/"
+  echo "== installed $(basename "$wheel") (Python files from the working tree) in $((SECONDS - t0)) s"
+else
+  GNNSPARSE_SYCL=OFF GNNSPARSE_CUDA_ARCHS=90 GNNSPARSE_BENCH=ON "$PY" -m pip install -q --no-deps \
+    --no-build-isolation --target "$SITE" "$ROOT" > "$OUT/build.log" 2>&1 || { tail -50 "$OUT/build.log"; exit 100; }
+  echo "== built and installed in $((SECONDS - t0)) s"
+fi
+export PYTHONPATH=$SITE PATH=$SITE/gnnsparse/bin:$PATH
+# cuBLAS / cuSPARSE for the bench executables: the toolkit's, else the pip wheels' (nvidia-*)
+libdirs=$( { ls -d /usr/local/cuda*/lib64 2>/dev/null; "$PY" -c 'import nvidia, os; print(*nvidia.__path__)' 2>/dev/null \
+  | xargs -r -I{} find {} -maxdepth 3 -name "libcu*.so*" -printf "%h\n" 2>/dev/null; } | sort -u | paste -sd: -)
+export LD_LIBRARY_PATH=${libdirs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+cd "$OUT"
+"$PY" -c 'import gnnsparse, torch; print("gnnsparse", gnnsparse.__version__, gnnsparse.available_backends(), "torch", torch.__version__)' || exit 100
+failed=0
+for cmd in "$@"; do
+  echo "== $cmd"
+  t1=$SECONDS
+  bash -c "$cmd"
+  rc=$?
+  echo "== rc=$rc in $((SECONDS - t1)) s: $cmd"
+  [ $rc -eq 0 ] || failed=$((failed + 1))
+done
+echo "== done in $((SECONDS - t0)) s, $failed command(s) failed"
+exit $failed
