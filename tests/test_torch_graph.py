@@ -52,7 +52,7 @@ def test_matmul_and_reduce(edges):
     k = arg[ok]
     torch.testing.assert_close(out[ok], (A.val[k] * X.detach()[A.col[k], torch.nonzero(ok)[:, 1]]).to(D)
                                if isinstance(A.val, torch.Tensor) else
-                               torch.from_numpy(A.val)[k] * X.detach()[torch.from_numpy(A.col).long()[k],
+                               torch.tensor(A.val)[k] * X.detach()[torch.tensor(A.col).long()[k],
                                                                        torch.nonzero(ok)[:, 1]])
     mean = A.reduce(X, "mean")
     assert isinstance(mean, torch.Tensor)
@@ -72,13 +72,13 @@ def test_constructors_agree(edges):
 
     class FakeStorage:  # torch_sparse.SparseTensor's storage interface
         def rowptr(self):
-            return torch.from_numpy(A.rowptr.astype(np.int64))
+            return torch.tensor(A.rowptr.astype(np.int64))
 
         def col(self):
-            return torch.from_numpy(A.col.astype(np.int64))
+            return torch.tensor(A.col.astype(np.int64))
 
         def value(self):
-            return torch.from_numpy(A.val)
+            return torch.tensor(A.val)
 
     sparse_tensor = types.SimpleNamespace(storage=FakeStorage(), sparse_sizes=lambda: (n, n))
     for G in (A, Graph.from_pyg(data), Graph.from_torch_sparse(S), Graph.from_sparse_tensor(sparse_tensor),
@@ -146,8 +146,10 @@ def test_graph_tensors_cached_per_device_and_checked(edges):
     assert g1.rowptr is g2.rowptr and g1.t_perm is g2.t_perm
     np.testing.assert_array_equal(g1.t_perm.numpy(), A.T.perm)  # the same transpose as CSR.T
     np.testing.assert_array_equal(g1.t_rowptr.numpy(), A.T.rowptr)
-    torch.testing.assert_close(g1.val, torch.from_numpy(A.val))
-    A.val[0] = 5.0  # host values are shared, never a stale copy
+    torch.testing.assert_close(g1.val, torch.tensor(A.val))
+    new = np.array(A.val)
+    new[0] = 5.0
+    A.val = new  # a CSR's host values are read-only: new values are a new array, seen at once
     assert float(gst.graph_tensors(A, "cpu").val[0]) == 5.0
     with pytest.raises(ValueError, match="shape"):
         g1.with_val(torch.ones(3))

@@ -156,7 +156,9 @@ def edges_to_input_order(A, E):
     if _is_torch(E):
         import torch
 
-        p = perm if _is_torch(perm) else torch.from_numpy(np.asarray(perm))
+        from .torch.graph import host_tensor
+
+        p = perm if _is_torch(perm) else host_tensor(np.asarray(perm))
         p = p.to(E.device)
         inv = torch.empty_like(p)
         inv[p] = torch.arange(p.numel(), device=p.device, dtype=p.dtype)
@@ -172,7 +174,9 @@ def edges_from_input_order(A, w):
     if _is_torch(w):
         import torch
 
-        p = perm if _is_torch(perm) else torch.from_numpy(np.asarray(perm))
+        from .torch.graph import host_tensor
+
+        p = perm if _is_torch(perm) else host_tensor(np.asarray(perm))
         return w[p.to(w.device)]
     return np.asarray(w)[np.asarray(_arrays.to_numpy(perm))]
 

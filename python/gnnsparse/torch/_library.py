@@ -74,18 +74,18 @@ def _csr(rowptr: Tensor, col: Tensor, val: Optional[Tensor], num_cols: int, cach
     kept; per-call values pass cache=False."""
     shape = (rowptr.shape[0] - 1, int(num_cols))
     if not cache:
-        return gs.CSR(rowptr, col, val, shape, validate=False)
+        return gs.CSR(rowptr, col, val, shape, validate=False, copy=False)
     try:
         key = (_stamp(rowptr), col._version, shape, _stamp(val))
     except RuntimeError:  # inference tensors carry no version counter: not kept
-        return gs.CSR(rowptr, col, val, shape, validate=False)
+        return gs.CSR(rowptr, col, val, shape, validate=False, copy=False)
     store = col.__dict__.get("_gnnsparse_csr")
     if store is None:
         store = col.__dict__["_gnnsparse_csr"] = collections.OrderedDict()
     A = store.get(key)
     if A is None:
         A = store[key] = gs.CSR(rowptr.detach(), col.detach(), None if val is None else val.detach(), shape,
-                                validate=False)
+                                validate=False, copy=False)
         if len(store) > 3:
             store.popitem(last=False)
     else:
@@ -119,13 +119,12 @@ def _spmm_heads_impl(rowptr, col, W, Z):
     M, K = rowptr.shape[0] - 1, Z.shape[0]
     H = Z.shape[1]
     W = _val_for(W, Z)
+    base = _csr(rowptr, col, None, K)  # the pattern (cached); each head gets its own values
     if H == 1:
-        A = _csr(rowptr, col, W[:, 0].contiguous(), K, cache=False)
-        return gs.spmm(A, Z[:, 0, :]).reshape(M, 1, Z.shape[2])
+        return gs.spmm(base.with_values(W[:, 0].contiguous()), Z[:, 0, :]).reshape(M, 1, Z.shape[2])
     outs = []
     for h in range(H):
-        A = _csr(rowptr, col, W[:, h].contiguous(), K, cache=False)
-        outs.append(gs.spmm(A, Z[:, h, :].contiguous()))
+        outs.append(gs.spmm(base.with_values(W[:, h].contiguous()), Z[:, h, :].contiguous()))
     return torch.stack(outs, 1)
 
 

@@ -17,6 +17,7 @@ stable argsort of col, so t_perm is the same permutation as gnnsparse.CSR.T.perm
 """
 from __future__ import annotations
 
+import warnings
 from typing import NamedTuple, Optional
 
 import numpy as np
@@ -126,16 +127,27 @@ def _device_of(like) -> torch.device:
     return torch.device(like)
 
 
+def host_tensor(a: np.ndarray) -> Tensor:
+    """A CPU tensor over a NumPy array without copying it, read-only arrays included (a CSR's host
+    arrays are read-only; these tensors are only read by the ops)."""
+    a = np.ascontiguousarray(a)
+    if a.flags.writeable:
+        return torch.from_numpy(a)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "the given NumPy array is not writable"
+        return torch.from_numpy(a)
+
+
 def _as_tensor(a, device: torch.device) -> Tensor:
     from .. import _arrays
 
     if isinstance(a, Tensor):
         return a.to(device)
     if _arrays.kind(a) == "numpy":
-        return torch.from_numpy(np.ascontiguousarray(a)).to(device)
+        return host_tensor(np.asarray(a)).to(device)
     if _arrays.kind(a) == "cuda":
         return torch.as_tensor(a, device=device)
-    return torch.from_numpy(np.ascontiguousarray(_arrays.to_numpy(a))).to(device)
+    return host_tensor(_arrays.to_numpy(a)).to(device)
 
 
 def _where(A) -> str:
@@ -186,9 +198,8 @@ def graph_tensors(A, like="cpu") -> GraphTensors:
         return g
     if isinstance(val, Tensor) and val.device == dev:
         return g._replace(val=val)
-    if _arrays.kind(val) == "numpy" and dev.type == "cpu":
-        return g._replace(val=torch.from_numpy(np.asarray(val)))  # zero copy: always current
-    # host values used on a device: uploaded once per value array
+    # host values: wrapped (CPU) or uploaded (devices) once per value array; a CSR's host values are
+    # read-only, so new values are a new array (A.val = ...) and never a stale copy
     vkey = (key, "val", id(val))
     hit = cache.get(vkey)
     if hit is None or hit[0] is not val:
