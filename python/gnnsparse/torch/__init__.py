@@ -12,9 +12,15 @@ CPU tensors run on the SYCL CPU device (float32/float64), CUDA tensors on the CU
 backward included: repeated runs give the same bits. The ops are registered as torch.ops.gnnsparse.*
 and run under torch.compile(fullgraph=True).
 """
+from .. import _ops as _frontend
+from . import functional as _functional
 from ._library import EDGE_FUNCTIONS, fusedmm_backward_mode, kernel_has_edge, set_fusedmm_backward
 from .functional import edge_softmax, fusedmm, gcn_norm, sddmm, spmm, spmm_heads
 from .graph import GraphTensors, as_graph_tensors, from_edge_index, graph_tensors, self_loops
+
+# gnnsparse.spmm / sddmm / fusedmm send torch inputs that require grad here, so a graph is never
+# dropped silently
+_frontend.AUTOGRAD = _functional
 
 __all__ = ["spmm", "sddmm", "fusedmm", "spmm_heads", "edge_softmax", "gcn_norm", "GraphTensors", "graph_tensors",
            "as_graph_tensors", "from_edge_index", "self_loops", "set_fusedmm_backward", "fusedmm_backward_mode",
