@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _arrays
+from ._graph import GraphMethods
 
 INT32_MAX = 2**31 - 1
 
@@ -62,7 +63,7 @@ def _val_dtype_for(feature_dtype: str) -> str:
     return "float32" if feature_dtype in ("float16", "bfloat16") else feature_dtype
 
 
-class CSR:
+class CSR(GraphMethods):
     """A sparse M x K matrix in compressed sparse row form.
 
     Parameters
@@ -179,6 +180,7 @@ class CSR:
         out.__dict__.update(self.__dict__)
         out._reset()
         out.val = val
+        out._max_degree = self._max_degree  # structural: kept (no device reduction per call)
         return out
 
     def invalidate(self):

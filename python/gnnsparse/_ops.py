@@ -45,6 +45,10 @@ def _needs_grad(*xs) -> bool:
 
 
 def _autograd(name):
+    if AUTOGRAD is None and "torch" in sys.modules:  # the input is a torch tensor: torch is there
+        import importlib
+
+        importlib.import_module("gnnsparse.torch")  # sets AUTOGRAD
     if AUTOGRAD is None:
         raise RuntimeError(f"an input of gnnsparse.{name} requires grad: import gnnsparse.torch for the "
                            "differentiable ops, or pass tensors without requires_grad (torch.no_grad())")
