@@ -105,7 +105,7 @@ def test_sddmm_dot_add(rng, M, K, deg, hub, dtype):
     assert gs.sddmm(A, xa, ya, "add").shape == (A.nnz,)
 
 
-@pytest.mark.parametrize("edge", ["none", "leaky_relu", "exp", "softmax"])
+@pytest.mark.parametrize("edge", ["none", "leaky_relu", "exp", "softmax", "leaky_relu_softmax"])
 @pytest.mark.parametrize("op", ["dot", "add"])
 @pytest.mark.parametrize("weighted", [True, False])
 def test_fusedmm(rng, edge, op, weighted):
