@@ -117,7 +117,9 @@ struct FusedAgent {
       for (int u = 0; u < U; ++u) {
         if (k + u >= k1) break;
         A w;
-        if constexpr (EF == EdgeFn::softmax) {
+        if constexpr (row_softmax(EF)) {
+          if constexpr (EF == EdgeFn::leaky_relu_softmax)
+            sc[u] = sc[u] > A(0) ? sc[u] : static_cast<A>(a.slope) * sc[u];
           const A mn = max(st.m, sc[u]);
           const A scale = st.m == mn ? A(1) : exp(st.m - mn);
           const A p = exp(sc[u] - mn);
@@ -196,7 +198,7 @@ fused_row_kernel(typename FusedAgent<T, I, OP, EF, V>::Args a, T* __restrict__ O
   if (hub_thr > 0 && deg > hub_thr) return;  // hub row: left to the hub pass
   Ag::run(a, i, h, k0, k1, G, sub, mask, c, ok, st);
   A inv = A(1);
-  if constexpr (EF == EdgeFn::softmax) inv = deg > 0 ? A(1) / st.s : A(0);
+  if constexpr (row_softmax(EF)) inv = deg > 0 ? A(1) / st.s : A(0);
 #pragma unroll
   for (int t = 0; t < TL; ++t) {
     if (!ok[t]) continue;
@@ -205,7 +207,7 @@ fused_row_kernel(typename FusedAgent<T, I, OP, EF, V>::Args a, T* __restrict__ O
     for (int e = 0; e < V; ++e) out[e] = st.acc[t][e] * inv;
     store_vec<T, V>(Out + (i * a.H + h) * a.D + c[t], out);
   }
-  if constexpr (EF == EdgeFn::softmax) {
+  if constexpr (row_softmax(EF)) {
     // E holds the raw scores; turn them into the normalized, value-scaled weights.
     if (a.E != nullptr && blockIdx.y == 0 && deg > 0) {
       __syncwarp(mask);
@@ -234,7 +236,7 @@ fused_combine_kernel(const I* __restrict__ rowptr, const typename ValOf<T>::type
   using A = typename AccOf<T>::type;
   constexpr int NT = FusedTuning::kCombineThreads, NW = NT / 32;
   if (*has_hub == 0) return;
-  constexpr bool SM = EF == EdgeFn::softmax;
+  constexpr bool SM = row_softmax(EF);
   __shared__ int64_t rows[NW];
   __shared__ A sm[NT], ss[NT], sacc[NT];
   __shared__ A fin[2];

@@ -69,15 +69,39 @@ KernelCache::DeviceKernels &KernelCache::table(const sycl::context &ctx, const s
 sycl::kernel KernelCache::get(const sycl::queue &q, Instance in) {
   const sycl::context ctx = q.get_context();
   const sycl::device dev = q.get_device();
+  const std::uint64_t key = in.key();
+  std::promise<sycl::kernel> built;
+  std::shared_future<sycl::kernel> other;  // another thread's build of the same instance
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto &t = table(ctx, dev);
-    auto it = t.by_key.find(in.key());
+    auto it = t.by_key.find(key);
     if (it != t.by_key.end()) return it->second;
+    auto p = t.pending.find(key);
+    if (p != t.pending.end())
+      other = p->second;
+    else
+      t.pending.emplace(key, built.get_future().share());
   }
-  sycl::kernel k = load_kernel(ctx, dev, in).kernel;
-  std::lock_guard<std::mutex> lock(mu_);
-  return table(ctx, dev).by_key.emplace(in.key(), k).first->second;
+  if (other.valid()) return other.get();  // its kernel, or its exception
+  try {
+    sycl::kernel k = load_kernel(ctx, dev, in).kernel;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto &t = table(ctx, dev);
+      t.by_key.emplace(key, k);
+      t.pending.erase(key);
+    }
+    built.set_value(k);
+    return k;
+  } catch (...) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      table(ctx, dev).pending.erase(key);
+    }
+    built.set_exception(std::current_exception());
+    throw;
+  }
 }
 
 sycl::kernel KernelCache::get(const sycl::queue &q, const std::string &entry, const std::string &name) {

@@ -5,6 +5,7 @@
 #include <sycl/sycl.hpp>
 
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -46,6 +47,9 @@ class KernelCache {
     sycl::device dev;
     std::unordered_map<std::uint64_t, sycl::kernel> by_key;
     std::unordered_map<std::string, sycl::kernel> by_name;
+    // Builds in progress: threads that miss the cache for the same instance at once wait for the
+    // first one's result instead of building it again.
+    std::unordered_map<std::uint64_t, std::shared_future<sycl::kernel>> pending;
   };
   DeviceKernels &table(const sycl::context &ctx, const sycl::device &dev);  // mu_ held
   mutable std::mutex mu_;

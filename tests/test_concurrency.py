@@ -93,7 +93,9 @@ def test_sycl_threads_share_a_csr_and_the_kernel_cache():
 
 @pytest.mark.sycl
 def test_sycl_threads_with_a_queue_each():
-    """USM inputs on one queue per thread (same device): each thread's results equal the serial ones."""
+    """USM inputs on one queue per thread (same device): each thread's results equal the serial ones.
+    The USM arrays are made and read back on the main thread: dpnp 0.20 itself can deadlock when
+    several threads create or copy arrays at once (docs/reliability.md), which is not what this tests."""
     require("sycl")
     import dpctl
 
@@ -103,19 +105,17 @@ def test_sycl_threads_with_a_queue_each():
     A = _graph(rng, M=120, K=90, hub=600)
     X = rng.standard_normal((90, 20)).astype(np.float32)
     want = gs.spmm(A, X, "max", return_arg=True)
+    queues = [dpctl.SyclQueue("opencl:cpu", property="in_order") for _ in range(THREADS)]
+    inputs = [usm(X, q) for q in queues]
+    results = [[] for _ in range(THREADS)]
     errors = []
     barrier = threading.Barrier(THREADS)
 
     def worker(tid):
         try:
-            q = dpctl.SyclQueue("opencl:cpu", property="in_order")
-            Xu = usm(X, q)
             barrier.wait()
             for _ in range(ROUNDS):
-                Y, arg = gs.spmm(A, Xu, "max", return_arg=True)
-                got = [o.asnumpy() if hasattr(o, "asnumpy") else np.asarray(o) for o in (Y, arg)]
-                if not (np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])):
-                    errors.append(f"thread {tid}: result differs")
+                results[tid].append(gs.spmm(A, inputs[tid], "max", return_arg=True))
         except Exception as e:
             errors.append(f"thread {tid}: {type(e).__name__}: {e}")
 
@@ -125,10 +125,15 @@ def test_sycl_threads_with_a_queue_each():
     for t in threads:
         t.join(timeout=600)
     assert not errors, errors
+    for tid, outs in enumerate(results):
+        assert len(outs) == ROUNDS
+        for Y, arg in outs:
+            got = [o.asnumpy() if hasattr(o, "asnumpy") else np.asarray(o) for o in (Y, arg)]
+            assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), f"thread {tid}"
 
 
 _COLD = """
-    import json, resource, threading, numpy as np, gnnsparse as gs
+    import collections, json, resource, threading, numpy as np, gnnsparse as gs
     from gnnsparse import _sycl
     def cpu():
         r = resource.getrusage(resource.RUSAGE_SELF)
@@ -145,7 +150,9 @@ _COLD = """
     c0 = cpu()
     [t.start() for t in ts]; [t.join() for t in ts]
     together = cpu() - c0
+    loads = [r[0] for r in _sycl.kernel_loads()]
     print(json.dumps({"serial_cpu": serial, "threads_cpu": together, "new_entries": _sycl.kernel_cache_size() - n0,
+                      "most_loads_of_one_instance": max(collections.Counter(loads).values(), default=0),
                       "same": all(np.array_equal(o, outs[0]) for o in outs),
                       "right": bool(np.array_equal(outs[0], gs.reference.spmm(A, X, "min")))}))
 """
@@ -168,14 +175,12 @@ def test_sycl_cold_cache_first_calls_from_many_threads():
 
 
 @pytest.mark.sycl
-@pytest.mark.xfail(strict=True, reason="KernelCache::get (sycl/runtime.cpp) releases its lock while it builds, so "
-                   "every thread that misses the cache at once compiles the same instance (4 threads: ~4x the CPU "
-                   "of one build); one entry is kept, the rest is wasted work")
 def test_sycl_cold_cache_compiles_each_instance_once():
+    """Threads that miss the cache for one instance at once wait for a single build (every load is
+    recorded by name: no name twice)."""
     require("sycl")
     res = _cold_cache_run()
-    # one build costs ~1 s of CPU; four racing builds cost ~4x that; waiting threads cost ~nothing
-    assert res["threads_cpu"] < 2.0 * res["serial_cpu"], res
+    assert res["most_loads_of_one_instance"] == 1, res
 
 
 @pytest.mark.sycl

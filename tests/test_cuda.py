@@ -228,7 +228,7 @@ def test_spmm_skewed_rows(reduce, dt, C):
     check_spmm(rowptr, col, val, M, K, C, dt, "int64", reduce, seed=0, weighted=True)
 
 
-@pytest.mark.parametrize("edge", ["none", "softmax"])
+@pytest.mark.parametrize("edge", ["none", "softmax", "leaky_relu_softmax"])
 def test_fusedmm_skewed_rows(edge):
     M, K = 3000, 500
     rowptr, col, val = skewed_graph(M, K, seed=5)
@@ -315,7 +315,7 @@ def check_fused(rowptr, col, val, M, K, H, F, D, dt, itype, op, edge, seed, weig
 
 @pytest.mark.parametrize("dt", list(DTYPES))
 @pytest.mark.parametrize("op", ["dot", "add"])
-@pytest.mark.parametrize("edge", ["none", "leaky_relu", "exp", "softmax"])
+@pytest.mark.parametrize("edge", ["none", "leaky_relu", "exp", "softmax", "leaky_relu_softmax"])
 @pytest.mark.parametrize("H,F,D", [(1, 16, 16), (4, 8, 3), (2, 5, 33), (1, 32, 128)])
 def test_fusedmm_backend(dt, op, edge, H, F, D):
     M, K = 120, 100
@@ -324,7 +324,7 @@ def test_fusedmm_backend(dt, op, edge, H, F, D):
     check_fused(rowptr, col, val, M, K, H, F, D, dt, itype, op, edge, seed=D, weighted=(H != 4))
 
 
-@pytest.mark.parametrize("edge", ["none", "softmax"])
+@pytest.mark.parametrize("edge", ["none", "softmax", "leaky_relu_softmax"])
 @pytest.mark.parametrize("op", ["dot", "add"])
 def test_fusedmm_hub(edge, op):
     M, K = 500, 4000

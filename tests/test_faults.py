@@ -53,7 +53,7 @@ def test_compile_failure_is_clean_and_not_cached():
     q = _sycl_backend.default_queue()
     assert_usable("sycl")
     n0 = kernel_cache_size()
-    bad = "gnnsparse::spmm_csr_sg<float, int, 0, true, false, 16, 32>"  # V = 32 fails a static_assert
+    bad = "gnnsparse::spmm_csr_sg<float, int, gnnsparse::Reduce::sum, true, false, 16, 32>"  # V = 32: static_assert
     for _ in range(2):  # a failed build is not cached as a kernel: the second try fails the same way
         with pytest.raises(RuntimeError, match="failed") as exc:
             _sycl.build_kernel(q, "spmm.hpp", bad)
@@ -63,7 +63,7 @@ def test_compile_failure_is_clean_and_not_cached():
         _sycl.build_kernel(q, "missing.hpp", "x")
     # the cache still builds new instances (sub-group size 8: an instance no launcher asks for, so
     # surely new here) and the ops still run
-    _sycl.build_kernel(q, "spmm.hpp", "gnnsparse::spmm_csr_sg<float, int, 0, false, false, 8, 1>")
+    _sycl.build_kernel(q, "spmm.hpp", "gnnsparse::spmm_csr_sg<float, int, gnnsparse::Reduce::sum, false, false, 8, 1>")
     assert kernel_cache_size() == n0 + 1
     A = gs.CSR(np.array([0, 2, 3], np.int32), np.array([0, 1, 1], np.int32), np.array([1.0, 2.0, 3.0]), (2, 2))
     X = np.arange(10.0).reshape(2, 5)

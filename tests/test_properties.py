@@ -266,12 +266,6 @@ def test_sddmm_matches_reference(backend, data):
         assert_match(host(E), Er, bound, "sddmm dot")
 
 
-# Known bug (test_softmax_nan_and_inf_scores below, xfail): the SYCL FusedMM kernel gives a NaN or
-# +-inf softmax score weight 1 instead of a NaN row. While this is True the SYCL softmax examples
-# with non-finite scores are left out here, so the property test keeps checking everything else;
-# set it to False with the fix.
-SYCL_SOFTMAX_NONFINITE_SCORE_BUG = True
-
 
 def _fused_config(draw, backend):
     if backend == "sycl":
@@ -320,10 +314,6 @@ def test_fusedmm_matches_reference(backend, data):
     out, E = res if want_edges else (res, None)
     Xh, Yh, Zh = exact_values(X), exact_values(Y), exact_values(Z)
     out_r, E_r, out_b, e_b = expect_fusedmm(R, Xh, Yh, Zh, op, edge, slope, dtype)
-    if SYCL_SOFTMAX_NONFINITE_SCORE_BUG and backend == "sycl" and edge == "softmax":
-        with np.errstate(all="ignore"):
-            scores = gs.reference.sddmm(R, Xh, Yh, op)
-        assume(np.isfinite(scores).all())
     # the frontend's shapes: Out follows Z ((M, D) for a 2-D Z), the edges follow X ((nnz,) for
     # 2-D dot / 1-D add inputs)
     out_shape = (M, D) if len(zs) == 2 else (M, zs[1], D)
@@ -538,11 +528,7 @@ def test_zero_dim_features_are_rejected(backend):
 
 
 @pytest.mark.parametrize("backend", [
-    pytest.param("sycl", marks=[pytest.mark.sycl, pytest.mark.xfail(
-        strict=True, reason="SYCL fusedmm_csr_sg (sycl/kernels/fusedmm.hpp) gives a row's first score, and any "
-        "score above the running max, p = 1 without evaluating exp(w - m): a NaN or +inf score then weighs 1 "
-        "(and a lone -inf score too) instead of making the row NaN as exp(e - max(e)) does")]),
-    pytest.param("cuda", marks=pytest.mark.cuda)])
+    pytest.param("sycl", marks=pytest.mark.sycl), pytest.param("cuda", marks=pytest.mark.cuda)])
 @pytest.mark.parametrize("score", ["nan_alone", "inf_among_finite", "-inf_alone"])
 def test_softmax_nan_and_inf_scores(backend, score):
     """ops.hpp: softmax w = exp(e - max_row e) / sum_row exp(e - max_row e): a NaN score, or +inf

@@ -419,6 +419,7 @@ bool tiled_fusedmm(const FusedArgs& a, const TileCache* tc, cudaStream_t stream,
     return false;
   if (a.dtype != DType::f32 || a.op != SddmmOp::dot) return false;
   if (a.edge == EdgeFn::softmax && a.E != nullptr) return false;
+  if (a.edge == EdgeFn::leaky_relu_softmax) return false;  // the CUDA-core kernel has it
   if (a.F <= 0 || a.D <= 0 || a.F % 4 || a.D % 4 || a.F > 128 || a.D > 128) return false;
   if (a.H <= 0 || a.H > 65535) return false;
   if ((reinterpret_cast<std::uintptr_t>(a.X) | reinterpret_cast<std::uintptr_t>(a.Y) |

@@ -29,9 +29,28 @@
 //   none: w = e;  leaky_relu: w = e > 0 ? e : slope * e;  exp: w = exp(e);
 //   softmax: w = exp(e - max_row(e)) / sum_row(exp(e - max_row(e))) over the entries of row i
 //            (per head); an empty row produces nothing.
+//   leaky_relu_softmax: the softmax of leaky_relu(e) (GAT attention in one pass, no edge array).
 // then w *= val[k] when A has values, and Out[i, h, :] = sum_k w[k, h] * Z[j, h, :]
 // (Z is K x H x D, Out is M x H x D). E itself is not written unless the caller passes an
 // edge buffer, which then receives w (after the edge function and the value scaling).
+//
+// Gradients (gnnsparse.torch; each deterministic, composed of the ops above, no atomics):
+//   SpMM sum   dX = A^T dY (A^T built once and cached, values val[perm]); dval[k] = <dY[i], X[j]>
+//              (an SDDMM dot over A's pattern).
+//   SpMM mean  the same with dY[i] / deg(i).
+//   SpMM max / min: each (i, c) sends val[k] dY[i, c] to X[j, c] and dY[i, c] X[j, c] to val[k] for
+//              the winning edge k = arg[i, c] only (ties: the smallest k; empty rows: nothing), as
+//              torch_scatter's scatter_max; summed per target by a stable key sort and an SpMM.
+//   SDDMM dot  dX[i, h] = sum_k dE[k, h] Y[j, h], dY[j, h] = sum_k dE[k, h] X[i, h] (SpMM with
+//              per-(edge, head) weights over A and A^T).
+//   SDDMM add  dX[i, h] = sum of dE over row i, dY[j, h] = sum of dE over column j (SpMM over the
+//              pattern whose columns are the edge ids).
+//   FusedMM    with p = edge_fn(e) and w = p * val: dZ = A^T-SpMM of dOut with weights w,
+//              dw = SDDMM-dot(dOut, Z), dval[k] = sum_h dw p, dp = dw * val, then de = dp (none),
+//              dp * (e > 0 ? 1 : slope) (leaky_relu), dp * p (exp), p * (dp - sum_row(p dp))
+//              (softmax; leaky_relu_softmax also multiplies by leaky_relu's slope factor), and
+//              dX, dY from de as SDDMM above. p is recomputed by one more pass without the
+//              aggregation (or kept from the forward pass); nothing of size nnz x H x D is formed.
 #pragma once
 #include <cstdint>
 
@@ -40,7 +59,7 @@
 // boundary and name kernel instances); names are what users write (reduce="mean").
 #define GNNSPARSE_REDUCE_TABLE(X) X(sum, 0) X(mean, 1) X(max, 2) X(min, 3)
 #define GNNSPARSE_SDDMM_OP_TABLE(X) X(dot, 0) X(add, 1)
-#define GNNSPARSE_EDGE_FN_TABLE(X) X(none, 0) X(leaky_relu, 1) X(exp, 2) X(softmax, 3)
+#define GNNSPARSE_EDGE_FN_TABLE(X) X(none, 0) X(leaky_relu, 1) X(exp, 2) X(softmax, 3) X(leaky_relu_softmax, 4)
 // Arithmetic the caller allows for float32 features on dense-ish inputs (tensor-core tiles):
 // fp32 = float32 accuracy (the default), tf32 / bf16 = faster, with those formats' rounding.
 // Kernels that do not use tensor cores compute in float32 whatever the request.
@@ -95,6 +114,10 @@ inline constexpr int element_bytes(DType t) {
   return 0;
 }
 #undef GNNSPARSE_BYTES_
+
+// Edge functions normalized over the row by the online softmax (leaky_relu_softmax applies
+// leaky_relu to the score first).
+inline constexpr bool row_softmax(EdgeFn e) { return e == EdgeFn::softmax || e == EdgeFn::leaky_relu_softmax; }
 
 // max and min track a winning edge (the arg output); sum and mean do not.
 inline constexpr bool has_arg(Reduce r) { return r == Reduce::max || r == Reduce::min; }

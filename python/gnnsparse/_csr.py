@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _arrays
+from ._graph import GraphMethods
 
 INT32_MAX = 2**31 - 1
 
@@ -62,7 +63,7 @@ def _val_dtype_for(feature_dtype: str) -> str:
     return "float32" if feature_dtype in ("float16", "bfloat16") else feature_dtype
 
 
-class CSR:
+class CSR(GraphMethods):
     """A sparse M x K matrix in compressed sparse row form.
 
     Parameters
@@ -179,6 +180,7 @@ class CSR:
         out.__dict__.update(self.__dict__)
         out._reset()
         out.val = val
+        out._max_degree = self._max_degree  # structural: kept (no device reduction per call)
         return out
 
     def invalidate(self):
@@ -381,13 +383,19 @@ class CSR:
         key = (place, val_dtype)
         hit = self._views.get(key)
         stamp = self._stamp() if self._torch else None
-        if hit is not None and hit[2] == stamp:
+        if hit is not None and hit[1] == stamp:
             return hit[0]
         rowptr, col, val = self._arrays_at(b, place, like, val_dtype)
         view = b.view(rowptr, col, val, self.shape[0], self.shape[1], self.nnz, self.max_degree())
+        view.keep = (rowptr, col, val)  # the view holds raw addresses: it keeps their arrays alive
         # CuPy / dpnp values cast to another dtype are not kept: their source may change unseen
         if self.kind == "numpy" or self._torch or val is self.val:
-            self._views[key] = (view, (rowptr, col, val), stamp)
+            # two threads may build the view at once: both keep working with their own (alive
+            # through .keep); the first one stored is the one the cache hands out
+            hit = self._views.setdefault(key, (view, stamp))
+            if hit[1] == stamp:
+                return hit[0]
+            self._views[key] = (view, stamp)
         else:
-            view.keep = (rowptr, col, val)
+            view.transient = True  # built for this call: a backend may have to wait before freeing
         return view

@@ -45,6 +45,10 @@ def _needs_grad(*xs) -> bool:
 
 
 def _autograd(name):
+    if AUTOGRAD is None and "torch" in sys.modules:  # the input is a torch tensor: torch is there
+        import importlib
+
+        importlib.import_module("gnnsparse.torch")  # sets AUTOGRAD
     if AUTOGRAD is None:
         raise RuntimeError(f"an input of gnnsparse.{name} requires grad: import gnnsparse.torch for the "
                            "differentiable ops, or pass tensors without requires_grad (torch.no_grad())")
@@ -177,7 +181,8 @@ def fusedmm(A: CSR, X, Y, Z, op: str = "dot", edge: str = "none", slope: float =
             *, precision: str = "fp32"):
     """Out[i] = sum_k w_k * Z[col_k], w = edge(sddmm(A, X, Y, op)) [* A.val], without storing w.
 
-    edge in {none, leaky_relu (slope), exp, softmax (per row, per head, max-subtracted)}. Heads: X/Y
+    edge in {none, leaky_relu (slope), exp, softmax (per row, per head, max-subtracted),
+    leaky_relu_softmax (the softmax of leaky_relu: GAT attention)}. Heads: X/Y
     as in sddmm, Z (K, D) for one head or (K, H, D); Out is (M, D) or (M, H, D). return_edges=True also
     returns w, shaped like sddmm's output (what a backward pass needs).
     """

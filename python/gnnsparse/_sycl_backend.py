@@ -280,19 +280,20 @@ class _Call:
         return _addr(a)
 
     def empty(self, shape, dtype):
-        if self.usm is False:
-            out = np.empty(shape, dtype)
-        else:
-            out = _POOL.empty(self.queue, shape, dtype, "device" if self.usm else "shared")
+        fill = None
         if _POISON:
             fill = np.nan if np.dtype(dtype).kind == "f" else np.iinfo(dtype).max // 3
-            out.fill(fill)
-        return out
+        if self.usm is False:
+            out = np.empty(shape, dtype)
+            if fill is not None:
+                out.fill(fill)
+            return out
+        return _POOL.empty(self.queue, shape, dtype, "device" if self.usm else "shared", fill)
 
     def finish(self, ev, A, *outs):
         if self.usm:
             self.order.add_event_pair(ev, ev)
-            if getattr(A, "keep", None) is not None:  # per-call arrays (see CSR._view) outlive the kernel
+            if getattr(A, "transient", False):  # per-call arrays (see CSR._view) must outlive the kernel
                 ev.wait()
             return outs
         ev.wait()
@@ -317,7 +318,9 @@ class _UsmPool:
         self.blocks: dict = {}
         self.per_size, self.max_bytes, self.held = per_size, max_bytes, 0
 
-    def empty(self, queue, shape, dtype, usm_type):
+    def empty(self, queue, shape, dtype, usm_type, fill=None):
+        """A dpnp array over a free (or new) block; `fill` (tests' poisoning) is copied in from the
+        host synchronously, outside any queue's ordering."""
         import sys
 
         from dpnp.tensor import usm_ndarray
@@ -338,6 +341,9 @@ class _UsmPool:
             if len(blocks) < self.per_size and self.held + nbytes <= self.max_bytes:
                 blocks.append(mem)
                 self.held += nbytes
+        if fill is not None:
+            queue.wait()  # a reused block may still be read by earlier work
+            mem.copy_from_host(np.full(nbytes // dtype.itemsize, fill, dtype).view(np.uint8))
         return _dpnp().ndarray._create_from_usm_ndarray(usm_ndarray(shape, dtype=dtype, buffer=mem))
 
 

@@ -88,7 +88,9 @@ def _edge_function(A, e, edge, slope):
         return np.where(e > 0, e, slope * e)
     if edge == "exp":
         return np.exp(e)
-    if edge == "softmax":
+    if edge in ("softmax", "leaky_relu_softmax"):
+        if edge == "leaky_relu_softmax":
+            e = np.where(e > 0, e, slope * e)
         rowptr = _host(A.rowptr).astype(np.int64)
         w = np.empty_like(e)
         for i in np.nonzero(np.diff(rowptr))[0]:
@@ -96,7 +98,7 @@ def _edge_function(A, e, edge, slope):
             ex = np.exp(s - s.max(axis=0))
             w[rowptr[i]: rowptr[i + 1]] = ex / ex.sum(axis=0)
         return w
-    raise ValueError(f"edge must be one of none, leaky_relu, exp, softmax; got {edge!r}")
+    raise ValueError(f"edge must be one of none, leaky_relu, exp, softmax, leaky_relu_softmax; got {edge!r}")
 
 
 def fusedmm(A, X, Y, Z, op: str = "dot", edge: str = "none", slope: float = 0.2, return_edges: bool = False,

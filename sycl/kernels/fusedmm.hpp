@@ -42,25 +42,24 @@ void fusedmm_csr_sg(const I *rowptr, const I *col, const T *val, const T *X, con
   T acc[V];
 #pragma unroll
   for (int v = 0; v < V; ++v) acc[v] = T(0);
-  T m = T(0), s = T(0);
+  T m = -std::numeric_limits<T>::infinity(), s = T(0);
   for (long k = b; k < e; ++k) {
     const long j = long(col[k]);
     T w = sg_score<T, OP, SG>(sg, lane, X, Y, i, j, h, H, F);
-    if constexpr (EF == EdgeFn::softmax) {
-      T p;
-      if (k == b) {
-        m = w;
-        p = T(1);
-      } else if (w > m) {
-        const T scale = sycl::exp(m - w);
+    if constexpr (EF == EdgeFn::leaky_relu_softmax) w = w > T(0) ? w : slope * w;
+    if constexpr (row_softmax(EF)) {
+      // online softmax: m is the running max (fmax skips a NaN score), and every score goes through
+      // exp(w - m), so a NaN, or an infinity that makes w - m NaN, turns the row NaN as
+      // exp(e - max(e)) does (ops.hpp)
+      const T mn = sycl::fmax(m, w);
+      if (mn != m) {
+        const T scale = sycl::exp(m - mn);
         s *= scale;
 #pragma unroll
         for (int v = 0; v < V; ++v) acc[v] *= scale;
-        m = w;
-        p = T(1);
-      } else {
-        p = sycl::exp(w - m);
+        m = mn;
       }
+      const T p = sycl::exp(w - m);
       s += p;
       w = p;
     } else {
@@ -68,7 +67,7 @@ void fusedmm_csr_sg(const I *rowptr, const I *col, const T *val, const T *X, con
       if constexpr (EF == EdgeFn::exp) w = sycl::exp(w);
     }
     if constexpr (W) w *= val[k];
-    if constexpr (EF != EdgeFn::softmax)
+    if constexpr (!row_softmax(EF))
       if (write_e && lane == 0) E[k * H + h] = w;
     const T *z = Z + (j * H + h) * D + c0;
 #pragma unroll
@@ -76,14 +75,16 @@ void fusedmm_csr_sg(const I *rowptr, const I *col, const T *val, const T *X, con
       if (c0 + v * SG < D) acc[v] += w * z[v * SG];
   }
   T *o = Out + (i * H + h) * D + c0;
-  const T inv = (EF == EdgeFn::softmax && e > b) ? T(1) / s : T(1);
+  const T inv = (row_softmax(EF) && e > b) ? T(1) / s : T(1);
 #pragma unroll
   for (int v = 0; v < V; ++v)
     if (c0 + v * SG < D) o[v * SG] = acc[v] * inv;
-  if constexpr (EF == EdgeFn::softmax) {
+  if constexpr (row_softmax(EF)) {
     if (write_e) {  // second pass: the normalized weights
       for (long k = b; k < e; ++k) {
-        T w = sycl::exp(sg_score<T, OP, SG>(sg, lane, X, Y, i, long(col[k]), h, H, F) - m) * inv;
+        T sc = sg_score<T, OP, SG>(sg, lane, X, Y, i, long(col[k]), h, H, F);
+        if constexpr (EF == EdgeFn::leaky_relu_softmax) sc = sc > T(0) ? sc : slope * sc;
+        T w = sycl::exp(sc - m) * inv;
         if constexpr (W) w *= val[k];
         if (lane == 0) E[k * H + h] = w;
       }

@@ -121,6 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.set_defaults(_parser=b)
     i = sub.add_parser("info", help="backends and devices this install can use")
     i.set_defaults(func=run_info)
+    # `gnnsparse train` is dispatched by gnnsparse.__main__ before this parser; listed here for --help
+    sub.add_parser("train", add_help=False,
+                   help="train a GCN / GAT / GraphSAGE node classifier (vs PyG with --compare pyg); train --help")
     return p
 
 

@@ -1,0 +1,449 @@
+"""torch.library custom ops over the gnnsparse kernels, with autograd and fake (meta) kernels.
+
+Every op takes the graph as plain tensors (see graph.GraphTensors) so that torch.compile traces it
+as one opaque node; the real kernel builds a gnnsparse.CSR over those tensors (cached while the
+tensors live and are unchanged) and calls the public op. Dense inputs arrive in canonical shapes
+(the functional layer reshapes): SpMM X (K, C); SDDMM / FusedMM X (M, H, F) for dot, (M, H) for
+add; Z (K, H, D); per-edge tensors (nnz, H).
+
+Gradients (the rules next to the forward contract in include/gnnsparse/ops.hpp):
+  spmm sum     dX = A^T dY (the cached transpose, values val[t_perm]); dval[k] = <dY[i], X[j]>
+  spmm mean    the same with dY[i] / deg(i)
+  spmm max/min each (i, c) sends val[k] * dY[i, c] to X[col[k], c] and dY[i, c] * X[col[k], c] to
+               val[k], k = arg[i, c] the winning edge only (ties went to the smallest k; empty
+               rows send nothing), as torch_scatter's scatter_max does. Summed by a stable sort
+               and an SpMM, so repeated runs give the same bits.
+  sddmm dot    dX[i, h] = sum_k dE[k, h] Y[j, h], dY[j, h] = sum_k dE[k, h] X[i, h]
+  sddmm add    dX[i, h] = sum_{k in row i} dE[k, h], dY[j, h] = sum_{k in column j} dE[k, h]
+  spmm_heads   Out[i, h] = sum_k W[k, h] Z[j, h]: dW = sddmm_dot(dOut, Z), dZ = spmm_heads(A^T, W[t_perm], dOut)
+  edge_softmax P = softmax over each row of S: dS = P * (dP - sum_row(P * dP))
+  fusedmm      w = f(e) * val, Out = sum_k w Z[j]: dZ from w, dw = sddmm_dot(dOut, Z), then f's
+               derivative (softmax as above; leaky_relu needs the sign of e, recomputed by SDDMM)
+               and SDDMM's rule. f(e) is kept from the forward pass or recomputed by one more fused
+               pass without the aggregation (gnnsparse.torch.set_fusedmm_backward).
+Nothing materializes an (nnz, H, D) tensor; per-edge work is (nnz, H).
+"""
+from __future__ import annotations
+
+import collections
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+import gnnsparse as gs
+
+REDUCTIONS = ("sum", "mean", "max", "min")
+SDDMM_OPS = ("dot", "add")
+# Edge functions the fusedmm op takes: the kernels' table plus the GAT chain (leaky_relu, then the
+# row softmax), which runs as one kernel when the kernels have it and as SDDMM -> edge_softmax ->
+# spmm_heads otherwise.
+GAT_EDGE = "leaky_relu_softmax"
+EDGE_FUNCTIONS = ("none", "leaky_relu", "exp", "softmax", GAT_EDGE)
+
+_settings = {"fusedmm_backward": "recompute"}
+
+
+def kernel_has_edge(edge: str) -> bool:
+    """True when the compiled kernels implement edge function `edge` in one fused pass."""
+    try:
+        from gnnsparse import _core
+
+        table = _core.EDGE_FN
+    except ImportError:  # pragma: no cover - a build without the _core module
+        table = {}
+    from gnnsparse import _ops
+
+    front = getattr(_ops, "EDGE_FUNCTIONS", tuple(table))
+    return edge in table and edge in front
+
+
+# ---------------------------------------------------------------- CSR objects over tensors
+def _stamp(t: Optional[Tensor]):
+    return None if t is None else (t.data_ptr(), t._version, t.dtype)
+
+
+def _csr(rowptr: Tensor, col: Tensor, val: Optional[Tensor], num_cols: int, cache: bool = True) -> gs.CSR:
+    """A gnnsparse.CSR over these tensors (trusted: built by graph.build or by the ops below).
+
+    Kept on the `col` tensor itself (so it lives exactly as long as the graph), keyed by the
+    addresses and version counters of the arrays: the CSR holds (aliases of) rowptr and val, so
+    their addresses cannot be reused while it is kept, and an in-place change bumps the shared
+    version counter. The CSR holds aliases, not `col` itself, so no reference cycle keeps a dead
+    graph's memory waiting for the garbage collector. At most three value arrays per pattern are
+    kept; per-call values pass cache=False."""
+    shape = (rowptr.shape[0] - 1, int(num_cols))
+    if not cache:
+        return gs.CSR(rowptr, col, val, shape, validate=False, copy=False)
+    try:
+        key = (_stamp(rowptr), col._version, shape, _stamp(val))
+    except RuntimeError:  # inference tensors carry no version counter: not kept
+        return gs.CSR(rowptr, col, val, shape, validate=False, copy=False)
+    store = col.__dict__.get("_gnnsparse_csr")
+    if store is None:
+        store = col.__dict__["_gnnsparse_csr"] = collections.OrderedDict()
+    A = store.get(key)
+    if A is None:
+        A = store[key] = gs.CSR(rowptr.detach(), col.detach(), None if val is None else val.detach(), shape,
+                                validate=False, copy=False)
+        if len(store) > 3:
+            store.popitem(last=False)
+    else:
+        store.move_to_end(key)
+    return A
+
+
+def _val_for(val: Optional[Tensor], X: Tensor) -> Optional[Tensor]:
+    """Edge values in the dtype the kernels read for features X (fp32 for fp16/bf16 features)."""
+    if val is None:
+        return None
+    want = X.dtype if X.dtype in (torch.float32, torch.float64) else torch.float32
+    return val if val.dtype == want else val.to(want)
+
+
+def _need(ctx, i: int) -> bool:
+    n = getattr(ctx, "needs_input_grad", None)
+    return True if n is None else bool(n[i])
+
+
+def _no_double_backward(t_rowptr, what):
+    if t_rowptr is None:
+        raise RuntimeError(f"gnnsparse {what}: this call has no transpose of the graph, so it has no backward "
+                           "(double backward through gnnsparse ops is not supported)")
+
+
+# ---------------------------------------------------------------- kernels used by several ops
+def _spmm_heads_impl(rowptr, col, W, Z):
+    """Out[i, h] = sum_k W[k, h] Z[col k, h]: one SpMM per head (the kernels have no SpMM with
+    per-(edge, head) weights yet)."""
+    M, K = rowptr.shape[0] - 1, Z.shape[0]
+    H = Z.shape[1]
+    W = _val_for(W, Z)
+    base = _csr(rowptr, col, None, K)  # the pattern (cached); each head gets its own values
+    if H == 1:
+        return gs.spmm(base.with_values(W[:, 0].contiguous()), Z[:, 0, :]).reshape(M, 1, Z.shape[2])
+    outs = []
+    for h in range(H):
+        outs.append(gs.spmm(base.with_values(W[:, h].contiguous()), Z[:, h, :].contiguous()))
+    return torch.stack(outs, 1)
+
+
+def _edge_softmax_impl(rowptr, rows, eid, S):
+    """Row softmax of per-edge scores S (nnz, H), max-subtracted; reductions by SpMM over the
+    (rowptr, eid) pattern, so they are deterministic."""
+    nnz = S.shape[0]
+    A = _csr(rowptr, eid, None, nnz)
+    m = gs.spmm(A, S, "max")
+    ex = torch.exp(S - m.index_select(0, rows))
+    s = gs.spmm(A, ex, "sum")
+    return ex / s.index_select(0, rows)
+
+
+def _leaky(e, slope):
+    return torch.where(e > 0, e, e * slope)
+
+
+# ---------------------------------------------------------------- spmm
+@torch.library.custom_op("gnnsparse::spmm", mutates_args=())
+def spmm_op(rowptr: Tensor, col: Tensor, val: Optional[Tensor], t_rowptr: Optional[Tensor],
+            t_col: Optional[Tensor], t_perm: Optional[Tensor], X: Tensor, reduce: str) -> tuple[Tensor, Tensor]:
+    A = _csr(rowptr, col, val, X.shape[0])
+    if reduce in ("max", "min"):
+        return gs.spmm(A, X, reduce, return_arg=True)
+    return gs.spmm(A, X, reduce), X.new_empty((0,), dtype=torch.int64)
+
+
+@spmm_op.register_fake
+def _(rowptr, col, val, t_rowptr, t_col, t_perm, X, reduce):
+    M = rowptr.shape[0] - 1
+    arg_shape = (M, X.shape[1]) if reduce in ("max", "min") else (0,)
+    return X.new_empty((M, X.shape[1])), X.new_empty(arg_shape, dtype=torch.int64)
+
+
+def _spmm_setup(ctx, inputs, output):
+    rowptr, col, val, t_rowptr, t_col, t_perm, X, reduce = inputs
+    ctx.reduce = reduce
+    ctx.save_for_backward(rowptr, col, val, t_rowptr, t_col, t_perm, X, output[1])
+    ctx.mark_non_differentiable(output[1])
+
+
+def _segment_sum_by_key(key: Tensor, src: Tensor, size: int) -> Tensor:
+    """out[t] = sum of src[s] over key[s] == t (t < size), in a fixed order: a stable sort of the
+    keys, then an SpMM over the sorted positions. Keys equal to `size` are dropped."""
+    order = torch.argsort(key, stable=True)
+    bounds = torch.arange(size + 1, device=key.device, dtype=key.dtype)
+    ptr = torch.searchsorted(key.index_select(0, order), bounds)
+    if max(size, key.shape[0]) <= 2**31 - 1:  # the int32 kernels, like the graphs' own
+        ptr, order = ptr.to(torch.int32), order.to(torch.int32)
+    return spmm_op(ptr, order, None, None, None, None, src.reshape(-1, 1), "sum")[0].reshape(size)
+
+
+def _spmm_backward(ctx, dY, darg):
+    rowptr, col, val, t_rowptr, t_col, t_perm, X, arg = ctx.saved_tensors
+    dval = dX = None
+    want_x, want_v = _need(ctx, 6), val is not None and _need(ctx, 2)
+    if ctx.reduce in ("sum", "mean"):
+        g = dY
+        if ctx.reduce == "mean":
+            deg = (rowptr[1:] - rowptr[:-1]).clamp_min(1).to(dY.dtype)
+            g = dY / deg[:, None]
+        if want_x:
+            _no_double_backward(t_rowptr, "spmm")
+            t_val = None if val is None else val.index_select(0, t_perm)
+            dX = spmm_op(t_rowptr, t_col, t_val, None, None, None, g, "sum")[0]
+        if want_v:
+            dval = sddmm_op(rowptr, col, None, None, None, None, g.unsqueeze(1), X.unsqueeze(1), "dot")
+            dval = dval.reshape(-1).to(val.dtype)
+        return None, None, dval, None, None, None, dX, None
+    # max / min: every (i, c) routes to its winning edge k = arg[i, c] only
+    M, C = arg.shape
+    K, nnz = X.shape[0], col.shape[0]
+    valid = arg >= 0
+    k = torch.where(valid, arg, nnz)  # empty rows point at a padding entry (masked below)
+    col_p = torch.cat([col.to(torch.int64), col.new_zeros(1, dtype=torch.int64)])
+    j = col_p.index_select(0, k.reshape(-1)).reshape(M, C)
+    g = torch.where(valid, dY, torch.zeros((), dtype=dY.dtype, device=dY.device))
+    if want_x:
+        if val is None:
+            msg = g
+        else:
+            v = _val_for(val, X)
+            v = torch.cat([v, v.new_zeros(1)]).index_select(0, k.reshape(-1)).reshape(M, C)
+            msg = g * v.to(g.dtype)
+        cidx = torch.arange(C, device=arg.device, dtype=torch.int64)
+        key = torch.where(valid, j * C + cidx, K * C).reshape(-1)
+        dX = _segment_sum_by_key(key, msg, K * C + 1)[: K * C].reshape(K, C)
+    if want_v:
+        contrib = g * torch.gather(X, 0, j)
+        key = torch.where(valid, k, nnz).reshape(-1)
+        dval = _segment_sum_by_key(key, contrib, nnz + 1)[:nnz].to(val.dtype)
+    return None, None, dval, None, None, None, dX, None
+
+
+spmm_op.register_autograd(_spmm_backward, setup_context=_spmm_setup)
+
+
+# ---------------------------------------------------------------- sddmm
+@torch.library.custom_op("gnnsparse::sddmm", mutates_args=())
+def sddmm_op(rowptr: Tensor, col: Tensor, t_rowptr: Optional[Tensor], t_col: Optional[Tensor],
+             t_perm: Optional[Tensor], eid: Optional[Tensor], X: Tensor, Y: Tensor, op: str) -> Tensor:
+    A = _csr(rowptr, col, None, Y.shape[0])
+    return gs.sddmm(A, X, Y, op)
+
+
+@sddmm_op.register_fake
+def _(rowptr, col, t_rowptr, t_col, t_perm, eid, X, Y, op):
+    return X.new_empty((col.shape[0], X.shape[1]))
+
+
+def _sddmm_setup(ctx, inputs, output):
+    rowptr, col, t_rowptr, t_col, t_perm, eid, X, Y, op = inputs
+    ctx.op = op
+    ctx.save_for_backward(rowptr, col, t_rowptr, t_col, t_perm, eid, X, Y)
+
+
+def _scores_backward(op, de, rowptr, col, t_rowptr, t_col, t_perm, eid, X, Y, want_x, want_y):
+    """dX, dY of E = sddmm(A, X, Y, op) given dE (nnz, H)."""
+    dX = dY = None
+    if (want_x or want_y):
+        _no_double_backward(t_rowptr, "sddmm")
+    if op == "add":
+        if want_x:
+            dX = spmm_op(rowptr, eid, None, None, None, None, de, "sum")[0]
+        if want_y:
+            dY = spmm_op(t_rowptr, t_perm, None, None, None, None, de, "sum")[0]
+    else:
+        if want_x:
+            dX = spmm_heads_op(rowptr, col, None, None, None, de, Y)
+        if want_y:
+            dY = spmm_heads_op(t_rowptr, t_col, None, None, None, de.index_select(0, t_perm), X)
+    return dX, dY
+
+
+def _sddmm_backward(ctx, dE):
+    rowptr, col, t_rowptr, t_col, t_perm, eid, X, Y = ctx.saved_tensors
+    if ctx.op == "add" and eid is None:
+        _no_double_backward(None, "sddmm")
+    dX, dY = _scores_backward(ctx.op, dE, rowptr, col, t_rowptr, t_col, t_perm, eid, X, Y, _need(ctx, 6),
+                              _need(ctx, 7))
+    return None, None, None, None, None, None, dX, dY, None
+
+
+sddmm_op.register_autograd(_sddmm_backward, setup_context=_sddmm_setup)
+
+
+# ---------------------------------------------------------------- spmm with per-(edge, head) weights
+@torch.library.custom_op("gnnsparse::spmm_heads", mutates_args=())
+def spmm_heads_op(rowptr: Tensor, col: Tensor, t_rowptr: Optional[Tensor], t_col: Optional[Tensor],
+                  t_perm: Optional[Tensor], W: Tensor, Z: Tensor) -> Tensor:
+    return _spmm_heads_impl(rowptr, col, W, Z)
+
+
+@spmm_heads_op.register_fake
+def _(rowptr, col, t_rowptr, t_col, t_perm, W, Z):
+    return Z.new_empty((rowptr.shape[0] - 1, Z.shape[1], Z.shape[2]))
+
+
+def _spmm_heads_setup(ctx, inputs, output):
+    rowptr, col, t_rowptr, t_col, t_perm, W, Z = inputs
+    ctx.save_for_backward(rowptr, col, t_rowptr, t_col, t_perm, W, Z)
+
+
+def _spmm_heads_backward(ctx, dOut):
+    rowptr, col, t_rowptr, t_col, t_perm, W, Z = ctx.saved_tensors
+    dW = dZ = None
+    if _need(ctx, 5):
+        dW = sddmm_op(rowptr, col, None, None, None, None, dOut, Z, "dot").to(W.dtype)
+    if _need(ctx, 6):
+        _no_double_backward(t_rowptr, "spmm_heads")
+        dZ = spmm_heads_op(t_rowptr, t_col, None, None, None, W.index_select(0, t_perm), dOut)
+    return None, None, None, None, None, dW, dZ
+
+
+spmm_heads_op.register_autograd(_spmm_heads_backward, setup_context=_spmm_heads_setup)
+
+
+# ---------------------------------------------------------------- edge softmax
+@torch.library.custom_op("gnnsparse::edge_softmax", mutates_args=())
+def edge_softmax_op(rowptr: Tensor, rows: Tensor, eid: Tensor, S: Tensor) -> Tensor:
+    return _edge_softmax_impl(rowptr, rows, eid, S)
+
+
+@edge_softmax_op.register_fake
+def _(rowptr, rows, eid, S):
+    return torch.empty_like(S)
+
+
+def _edge_softmax_setup(ctx, inputs, output):
+    rowptr, rows, eid, S = inputs
+    ctx.save_for_backward(rowptr, rows, eid, output)
+
+
+def _softmax_grad(rowptr, rows, eid, P, dP):
+    r = spmm_op(rowptr, eid, None, None, None, None, P * dP, "sum")[0]
+    return P * (dP - r.index_select(0, rows))
+
+
+def _edge_softmax_backward(ctx, dP):
+    rowptr, rows, eid, P = ctx.saved_tensors
+    return None, None, None, _softmax_grad(rowptr, rows, eid, P, dP)
+
+
+edge_softmax_op.register_autograd(_edge_softmax_backward, setup_context=_edge_softmax_setup)
+
+
+# ---------------------------------------------------------------- fusedmm
+def _fused_keeps_edges(edge: str, save: bool) -> bool:
+    return save or not kernel_has_edge(edge)
+
+
+@torch.library.custom_op("gnnsparse::fusedmm", mutates_args=())
+def fusedmm_op(rowptr: Tensor, col: Tensor, val: Optional[Tensor], t_rowptr: Optional[Tensor],
+               t_col: Optional[Tensor], t_perm: Optional[Tensor], rows: Optional[Tensor], eid: Optional[Tensor],
+               X: Tensor, Y: Tensor, Z: Tensor, op: str, edge: str, slope: float,
+               save: bool) -> tuple[Tensor, Tensor]:
+    """(Out, P): Out (M, H, D); P (nnz, H) the edge function's values before the edge values
+    scale them, when `save` or when the chain runs unfused, else an empty (0, H)."""
+    K, H = Z.shape[0], Z.shape[1]
+    if kernel_has_edge(edge):
+        A = _csr(rowptr, col, val, K)
+        if not save:
+            return gs.fusedmm(A, X, Y, Z, op, edge, slope), Z.new_empty((0, H))
+        if val is None:
+            return gs.fusedmm(A, X, Y, Z, op, edge, slope, return_edges=True)
+        out = gs.fusedmm(A, X, Y, Z, op, edge, slope)
+        P = gs.fusedmm(_csr(rowptr, col, None, K), X, Y, Z[:, :, :1], op, edge, slope, return_edges=True)[1]
+        return out, P
+    # the chain without a fused kernel: per-edge tensors (nnz, H), never (nnz, H, D)
+    if rows is None or eid is None:
+        raise RuntimeError(f"gnnsparse fusedmm: edge function {edge!r} runs unfused here and needs the "
+                           "graph's rows/eid arrays (pass a GraphTensors)")
+    e = gs.sddmm(_csr(rowptr, col, None, K), X, Y, op)
+    if edge == GAT_EDGE:
+        P = _edge_softmax_impl(rowptr, rows, eid, _leaky(e, slope))
+    elif edge == "softmax":
+        P = _edge_softmax_impl(rowptr, rows, eid, e)
+    elif edge == "leaky_relu":
+        P = _leaky(e, slope)
+    elif edge == "exp":
+        P = torch.exp(e)
+    else:
+        P = e
+    W = P if val is None else P * _val_for(val, Z).to(P.dtype)[:, None]
+    return _spmm_heads_impl(rowptr, col, W, Z), P
+
+
+@fusedmm_op.register_fake
+def _(rowptr, col, val, t_rowptr, t_col, t_perm, rows, eid, X, Y, Z, op, edge, slope, save):
+    M, H = rowptr.shape[0] - 1, Z.shape[1]
+    P = X.new_empty((col.shape[0], H) if _fused_keeps_edges(edge, save) else (0, H))
+    return Z.new_empty((M, H, Z.shape[2])), P
+
+
+def _fusedmm_setup(ctx, inputs, output):
+    rowptr, col, val, t_rowptr, t_col, t_perm, rows, eid, X, Y, Z, op, edge, slope, save = inputs
+    ctx.op, ctx.edge, ctx.slope = op, edge, slope
+    ctx.save_for_backward(rowptr, col, val, t_rowptr, t_col, t_perm, rows, eid, X, Y, Z, output[1])
+
+
+def _fusedmm_backward(ctx, dOut, dP_user):
+    rowptr, col, val, t_rowptr, t_col, t_perm, rows, eid, X, Y, Z, P = ctx.saved_tensors
+    op, edge, slope = ctx.op, ctx.edge, ctx.slope
+    _no_double_backward(t_rowptr, "fusedmm")
+    if rows is None or eid is None:
+        raise RuntimeError("gnnsparse fusedmm: the backward needs the graph's rows/eid arrays (pass a GraphTensors)")
+    want_x, want_y, want_z = _need(ctx, 8), _need(ctx, 9), _need(ctx, 10)
+    want_v = val is not None and _need(ctx, 2)
+    if P.shape[0] != col.shape[0]:  # not kept by the forward pass: one more pass without aggregation
+        P = fusedmm_op(rowptr, col, None, None, None, None, rows, eid, X, Y, Z[:, :, :1], op, edge, slope, True)[1]
+    vz = None if val is None else _val_for(val, Z).to(P.dtype)[:, None]
+    dX = dY = dZ = dval = None
+    if want_z:
+        w = P if vz is None else P * vz
+        dZ = spmm_heads_op(t_rowptr, t_col, None, None, None, w.index_select(0, t_perm), dOut)
+    if not (want_x or want_y or want_v):
+        return None, None, None, None, None, None, None, None, dX, dY, dZ, None, None, None, None
+    dw = sddmm_op(rowptr, col, None, None, None, None, dOut, Z, "dot").to(P.dtype)
+    if want_v:
+        dval = (dw * P).sum(1).to(val.dtype)
+    dp = dw if vz is None else dw * vz
+    if dP_user is not None and dP_user.shape == dp.shape:
+        dp = dp + dP_user
+    if want_x or want_y:
+        if edge == "none":
+            de = dp
+        elif edge == "exp":
+            de = dp * P
+        elif edge == "softmax":
+            de = _softmax_grad(rowptr, rows, eid, P, dp)
+        else:  # leaky_relu, leaky_relu_softmax: the sign of the raw score
+            if edge == "leaky_relu" and slope >= 0:
+                positive = P > 0
+            else:
+                positive = sddmm_op(rowptr, col, None, None, None, None, X, Y, op) > 0
+            de = dp if edge == "leaky_relu" else _softmax_grad(rowptr, rows, eid, P, dp)
+            de = torch.where(positive, de, de * slope)
+        dX, dY = _scores_backward(op, de.to(X.dtype), rowptr, col, t_rowptr, t_col, t_perm, eid, X, Y,
+                                  want_x, want_y)
+    return None, None, dval, None, None, None, None, None, dX, dY, dZ, None, None, None, None
+
+
+fusedmm_op.register_autograd(_fusedmm_backward, setup_context=_fusedmm_setup)
+
+
+def set_fusedmm_backward(mode: str) -> None:
+    """How FusedMM's backward gets the edge function's values: "recompute" (default) or "save".
+
+    "save" keeps an (nnz, H) tensor from the forward to the backward pass (1 GiB in float32 for a
+    64 M-edge graph with 4 heads, per layer); "recompute" runs the fused kernel once more without
+    the aggregation (the scores and the edge function only: for GAT's op="add" two scalar loads
+    per edge and head). On a GAT layer of ogbn-arxiv's size the two took the same time within the
+    noise on the CPU device, so the default keeps the memory; tools/train_h200.py measures both on
+    a GPU. Edge functions that run unfused (no fused kernel) always keep their values."""
+    if mode not in ("recompute", "save"):
+        raise ValueError(f"mode must be 'recompute' or 'save', got {mode!r}")
+    _settings["fusedmm_backward"] = mode
+
+
+def fusedmm_backward_mode() -> str:
+    return _settings["fusedmm_backward"]

@@ -1,0 +1,398 @@
+"""GCNConv, GATConv and SAGEConv with PyG's signatures, parameters and semantics, on gnnsparse ops.
+
+Given the same weights they compute what torch_geometric.nn's layers of the same name compute
+(same parameter names and shapes, so a PyG state_dict loads), deterministically, and GATConv never
+materializes a per-(edge, head, channel) tensor: its attention chain (scores -> leaky_relu -> row
+softmax -> weighted sum over the heads) is one FusedMM call, forward and backward in per-edge
+(nnz, H) memory.
+
+The graph argument (`edge_index`) may be a (2, E) edge_index tensor (row 0 source, row 1 target;
+converted once and cached while the tensor lives unchanged), a gnnsparse.CSR (one row per target),
+a GraphTensors, a PyG EdgeIndex, a torch_sparse.SparseTensor (PyG's adj_t) or a torch sparse
+matrix (rows are targets).
+"""
+from __future__ import annotations
+
+import collections
+import math
+import weakref
+from typing import Optional, Tuple, Union
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch.nn import Parameter
+
+from . import _library as L
+from . import functional as gf
+from .graph import GraphTensors, as_graph_tensors, graph_tensors, self_loops
+
+__all__ = ["GCNConv", "GATConv", "SAGEConv", "graph_of"]
+
+# ---------------------------------------------------------------- graph inputs
+class _ObjectCache:
+    """Values kept per live object (by identity; tensors compare elementwise, so WeakKeyDictionary
+    cannot hold them). An entry goes when its object dies."""
+
+    def __init__(self):
+        self._d: dict = {}
+
+    def get(self, obj):
+        e = self._d.get(id(obj))
+        return e[1] if e is not None and e[0]() is obj else None
+
+    def set(self, obj, value):
+        k = id(obj)
+        d = self._d
+        d[k] = (weakref.ref(obj, lambda _r, k=k: d.pop(k, None)), value)
+        return value
+
+
+_FROM_TENSOR = _ObjectCache()
+_DERIVED = _ObjectCache()
+
+
+def graph_of(edge_index, like: Tensor, num_src: Optional[int] = None, num_dst: Optional[int] = None) -> GraphTensors:
+    """The layers' graph argument as GraphTensors on like's device. An edge_index tensor is
+    converted once per (tensor, version, sizes) and kept while the tensor lives."""
+    if isinstance(edge_index, GraphTensors) or hasattr(edge_index, "rowptr"):
+        return graph_tensors(edge_index, like)
+    if isinstance(edge_index, Tensor) and edge_index.layout == torch.strided:
+        from .graph import from_edge_index
+
+        ei = edge_index.as_subclass(Tensor) if type(edge_index) is not Tensor else edge_index
+        n_src = int(num_src) if num_src is not None else like.shape[0]
+        n_dst = int(num_dst) if num_dst is not None else n_src
+        try:
+            key = (ei._version, ei.data_ptr(), n_src, n_dst, str(like.device))
+        except RuntimeError:  # an inference tensor: no version counter, converted every call
+            return from_edge_index(ei.to(like.device), n_dst, num_src=n_src)
+        hit = _FROM_TENSOR.get(edge_index)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        g = from_edge_index(ei.to(like.device), n_dst, num_src=n_src)
+        _FROM_TENSOR.set(edge_index, (key, g))
+        return g
+    return as_graph_tensors(edge_index, like)
+
+
+def _stamp(t: Optional[Tensor]):
+    if t is None:
+        return None
+    try:
+        return (t.data_ptr(), t._version, t.dtype)
+    except RuntimeError:
+        return False
+
+
+def _derived(g: GraphTensors, key: tuple, make, *inputs: Optional[Tensor]):
+    """make(g), kept per graph (anchored on its col tensor) for inputs that carry no gradient.
+
+    Keyed by the addresses and version counters of g.val and `inputs`; the entry holds those
+    tensors, so their addresses cannot be reused while it is kept. At most 8 entries per graph."""
+    store = _DERIVED.get(g.col)
+    if store is None:
+        store = _DERIVED.set(g.col, collections.OrderedDict())
+    stamps = tuple(_stamp(t) for t in (g.val, g.rowptr) + inputs)
+    if False in stamps:  # inference tensors: no version counter, nothing kept
+        return make(g)
+    full = key + stamps
+    hit = store.get(full)
+    if hit is None:
+        hit = store[full] = ((g.val, g.rowptr) + inputs, make(g))
+        if len(store) > 8:
+            store.popitem(last=False)
+    else:
+        store.move_to_end(full)
+    return hit[1]
+
+
+def _kept_edges(g: GraphTensors) -> GraphTensors:
+    """(n x nnz) pattern: row i holds the ids of node i's edges that are not self loops."""
+    from .graph import build
+
+    keep = g.rows != g.col
+    ids = torch.nonzero(keep).reshape(-1)
+    rowptr = torch.zeros(g.num_rows + 1, dtype=torch.int64, device=g.device)
+    rowptr[1:] = torch.cumsum(torch.bincount(g.rows[ids].to(torch.int64), minlength=g.num_rows), 0)
+    return build(rowptr, ids, None, g.nnz)
+
+
+def _glorot_param(t: Tensor):
+    # PyG's glorot on an (1, H, C) attention vector: bound sqrt(6 / (H + C))
+    a = math.sqrt(6.0 / (t.size(-2) + t.size(-1)))
+    with torch.no_grad():
+        t.uniform_(-a, a)
+
+
+class _GlorotLinear(torch.nn.Linear):
+    """PyG's Linear(weight_initializer='glorot'): xavier uniform weight, zero bias."""
+
+    def reset_parameters(self):
+        torch.nn.init.xavier_uniform_(self.weight)
+        if self.bias is not None:
+            torch.nn.init.zeros_(self.bias)
+
+
+# ---------------------------------------------------------------- GCN
+class GCNConv(torch.nn.Module):
+    """Kipf & Welling's graph convolution, as torch_geometric.nn.GCNConv:
+    out = D^-1/2 (A + I) D^-1/2 x W + b, weighted by edge_weight when given."""
+
+    def __init__(self, in_channels: int, out_channels: int, improved: bool = False, cached: bool = False,
+                 add_self_loops: Optional[bool] = None, normalize: bool = True, bias: bool = True):
+        super().__init__()
+        if add_self_loops is None:
+            add_self_loops = normalize
+        if add_self_loops and not normalize:
+            raise ValueError("GCNConv does not support adding self-loops to the graph when no on-the-fly "
+                             "normalization is applied")
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.improved, self.cached, self.add_self_loops, self.normalize = improved, cached, add_self_loops, normalize
+        self._cached_graph: Optional[GraphTensors] = None
+        self.lin = _GlorotLinear(in_channels, out_channels, bias=False)
+        self.bias = Parameter(torch.empty(out_channels)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        self.lin.reset_parameters()
+        if self.bias is not None:
+            torch.nn.init.zeros_(self.bias)
+        self._cached_graph = None
+
+    def _norm(self, g: GraphTensors, edge_weight: Optional[Tensor], dtype) -> GraphTensors:
+        if not self.normalize:
+            return g if edge_weight is None else g.with_val(gf._values(g, edge_weight, None))
+
+        def make(base, w=None):
+            return gf.gcn_norm(base, w, improved=self.improved, add_self_loops=self.add_self_loops, dtype=dtype,
+                               like=base.device)
+
+        if edge_weight is not None and (edge_weight.requires_grad and torch.is_grad_enabled()):
+            return make(g, edge_weight)
+        return _derived(g, ("gcn", self.improved, self.add_self_loops, dtype),
+                        lambda base: make(base, edge_weight), edge_weight)
+
+    def forward(self, x: Tensor, edge_index, edge_weight: Optional[Tensor] = None) -> Tensor:
+        if isinstance(x, (tuple, list)):
+            raise ValueError("GCNConv received a tuple of node features while this layer does not support "
+                             "bipartite message passing; use SAGEConv or GATConv")
+        if self.cached and self._cached_graph is not None:
+            g = self._cached_graph
+        else:
+            g = self._norm(graph_of(edge_index, x), edge_weight, x.dtype)
+            if self.cached:
+                self._cached_graph = g
+        x = self.lin(x)
+        out = gf.spmm(g, x, "sum")
+        if self.bias is not None:
+            out = out + self.bias
+        return out
+
+    def __repr__(self):
+        return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels})"
+
+
+# ---------------------------------------------------------------- GAT
+class GATConv(torch.nn.Module):
+    """Graph attention (Velickovic et al.), as torch_geometric.nn.GATConv:
+    alpha_ij = softmax_j(leaky_relu(a_src . W x_j + a_dst . W x_i)), out_i = sum_j alpha_ij W x_j per
+    head, heads concatenated or averaged, + bias.
+
+    Without attention dropout (or in eval mode) the chain is one fused call (see
+    gnnsparse.torch.fusedmm, edge="leaky_relu_softmax"); with dropout, edge features or
+    return_attention_weights the attention weights are formed as an (nnz, H) tensor, dropped out,
+    and aggregated by spmm_heads, still without any (nnz, H, C) tensor.
+    """
+
+    def __init__(self, in_channels: Union[int, Tuple[int, int]], out_channels: int, heads: int = 1,
+                 concat: bool = True, negative_slope: float = 0.2, dropout: float = 0.0, add_self_loops: bool = True,
+                 edge_dim: Optional[int] = None, fill_value: Union[float, Tensor, str] = "mean", bias: bool = True,
+                 residual: bool = False):
+        super().__init__()
+        self.in_channels, self.out_channels, self.heads, self.concat = in_channels, out_channels, heads, concat
+        self.negative_slope, self.dropout, self.add_self_loops = negative_slope, dropout, add_self_loops
+        self.edge_dim, self.fill_value, self.residual = edge_dim, fill_value, residual
+        self.lin = self.lin_src = self.lin_dst = None
+        if isinstance(in_channels, int):
+            self.lin = _GlorotLinear(in_channels, heads * out_channels, bias=False)
+        else:
+            self.lin_src = _GlorotLinear(in_channels[0], heads * out_channels, bias=False)
+            self.lin_dst = _GlorotLinear(in_channels[1], heads * out_channels, bias=False)
+        self.att_src = Parameter(torch.empty(1, heads, out_channels))
+        self.att_dst = Parameter(torch.empty(1, heads, out_channels))
+        if edge_dim is not None:
+            self.lin_edge = _GlorotLinear(edge_dim, heads * out_channels, bias=False)
+            self.att_edge = Parameter(torch.empty(1, heads, out_channels))
+        else:
+            self.lin_edge = None
+            self.register_parameter("att_edge", None)
+        total = out_channels * (heads if concat else 1)
+        if residual:
+            self.res = _GlorotLinear(in_channels if isinstance(in_channels, int) else in_channels[1], total,
+                                     bias=False)
+        else:
+            self.register_parameter("res", None)
+        self.bias = Parameter(torch.empty(total)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        for m in (self.lin, self.lin_src, self.lin_dst, self.lin_edge, self.res):
+            if m is not None:
+                m.reset_parameters()
+        _glorot_param(self.att_src)
+        _glorot_param(self.att_dst)
+        if self.att_edge is not None:
+            _glorot_param(self.att_edge)
+        if self.bias is not None:
+            torch.nn.init.zeros_(self.bias)
+
+    def _edge_scores(self, g_loops: GraphTensors, g: GraphTensors, edge_attr: Tensor) -> Tensor:
+        """(nnz, H) attention term of the edge features, in the CSR order of g_loops (the graph after
+        self loops were replaced; loops get the `fill_value` feature as PyG's add_self_loops does)."""
+        if edge_attr.dim() == 1:
+            edge_attr = edge_attr.reshape(-1, 1)
+        if edge_attr.shape[0] != g.nnz:
+            raise ValueError(f"edge_attr has {edge_attr.shape[0]} rows but the graph has {g.nnz} edges")
+        attr_csr = edge_attr if g.edge_perm is None else edge_attr.index_select(0, g.edge_perm)
+        if self.add_self_loops:
+            keep = g.rows != g.col
+            n = g.num_rows
+            fv = self.fill_value
+            if isinstance(fv, str):
+                red = {"add": "sum"}.get(fv, fv)
+                if red not in ("mean", "sum", "max", "min"):
+                    raise ValueError(f"fill_value {fv!r} is not supported (mean, add, sum, max, min, or a number)")
+                kept = _derived(g.with_val(None), ("kept_edges",), _kept_edges)
+                loop_attr = gf.spmm(kept, attr_csr, red)  # per target node over its non-loop edges
+            else:
+                loop_attr = torch.as_tensor(fv, dtype=attr_csr.dtype, device=attr_csr.device).expand(
+                    n, attr_csr.shape[1])
+            # g_loops holds, row by row, the kept edges in CSR order and then the loop
+            loop_pos = g_loops.rowptr[1:].to(torch.int64) - 1
+            is_loop = torch.zeros(g_loops.nnz, dtype=torch.bool, device=attr_csr.device)
+            is_loop[loop_pos] = True
+            out = attr_csr.new_empty((g_loops.nnz, attr_csr.shape[1]))
+            out[~is_loop] = attr_csr[keep]
+            out[loop_pos] = loop_attr.to(out.dtype)
+            attr_csr = out
+        e = self.lin_edge(attr_csr).view(-1, self.heads, self.out_channels)
+        return (e * self.att_edge).sum(-1)
+
+    def forward(self, x: Union[Tensor, Tuple[Tensor, Optional[Tensor]]], edge_index, edge_attr: Optional[Tensor] = None,
+                size=None, return_attention_weights: Optional[bool] = None):
+        H, C = self.heads, self.out_channels
+        res = None
+        if isinstance(x, Tensor):
+            if x.dim() != 2:
+                raise ValueError("GATConv takes x of shape (N, F)")
+            if self.res is not None:
+                res = self.res(x)
+            if self.lin is not None:
+                x_src = x_dst = self.lin(x).view(-1, H, C)
+            else:
+                x_src, x_dst = self.lin_src(x).view(-1, H, C), self.lin_dst(x).view(-1, H, C)
+        else:
+            x_src, x_dst = x
+            if x_dst is not None and self.res is not None:
+                res = self.res(x_dst)
+            lin_s = self.lin if self.lin is not None else self.lin_src
+            lin_d = self.lin if self.lin is not None else self.lin_dst
+            x_src = lin_s(x_src).view(-1, H, C)
+            x_dst = None if x_dst is None else lin_d(x_dst).view(-1, H, C)
+        n_src = x_src.shape[0]
+        n_dst = x_dst.shape[0] if x_dst is not None else (size[1] if size is not None else n_src)
+        g0 = graph_of(edge_index, x_src, n_src, n_dst)
+        g = g0.with_val(None)
+        if self.add_self_loops:
+            if g.num_rows != g.num_cols:
+                n = min(g.num_rows, g.num_cols)
+                raise ValueError(f"GATConv with add_self_loops needs as many source as target nodes, got "
+                                 f"{g.num_cols} x {g.num_rows} (n = {n}); pass add_self_loops=False")
+            g = _derived(g, ("gat_loops",), lambda b: self_loops(b, "replace"))
+        a_src = (x_src * self.att_src).sum(-1)
+        a_dst = (x_dst * self.att_dst).sum(-1) if x_dst is not None else a_src.new_zeros(g.num_rows, H)
+        edge_term = None
+        if edge_attr is not None and self.lin_edge is not None:
+            edge_term = self._edge_scores(g, g0, edge_attr)
+        unfused = ((self.dropout > 0 and self.training) or edge_term is not None
+                   or return_attention_weights is not None)
+        if unfused:
+            e = gf.sddmm(g, a_dst, a_src, "add")
+            if edge_term is not None:
+                e = e + edge_term
+            alpha = gf.edge_softmax(g, F.leaky_relu(e, self.negative_slope))
+            alpha_d = F.dropout(alpha, p=self.dropout, training=self.training)
+            out = gf.spmm_heads(g, alpha_d, x_src)
+        else:
+            out = gf.fusedmm(g, a_dst, a_src, x_src, "add", L.GAT_EDGE, self.negative_slope)
+        out = out.reshape(-1, H * C) if self.concat else out.mean(1)
+        if res is not None:
+            out = out + res
+        if self.bias is not None:
+            out = out + self.bias
+        if return_attention_weights is not None:
+            return out, self._attention_in_caller_order(g, alpha)
+        return out
+
+    @staticmethod
+    def _attention_in_caller_order(g: GraphTensors, alpha: Tensor):
+        """(edge_index, alpha) as PyG returns them: the edges after self loops, in the caller's order
+        (kept edges, then loops) when known, else in CSR order."""
+        src, dst = g.col.to(torch.int64), g.rows.to(torch.int64)
+        if g.edge_perm is None:
+            return torch.stack([src, dst]), alpha
+        inv = torch.empty_like(g.edge_perm)
+        inv[g.edge_perm] = torch.arange(g.nnz, device=g.device)
+        return torch.stack([src[inv], dst[inv]]), alpha.index_select(0, inv)
+
+    def __repr__(self):
+        return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, heads={self.heads})"
+
+
+# ---------------------------------------------------------------- GraphSAGE
+class SAGEConv(torch.nn.Module):
+    """GraphSAGE (Hamilton et al.), as torch_geometric.nn.SAGEConv:
+    out = lin_l(aggr_{j -> i} x_j) + lin_r(x_i), aggr in mean / max / min / sum."""
+
+    _AGGR = {"mean": "mean", "max": "max", "min": "min", "sum": "sum", "add": "sum"}
+
+    def __init__(self, in_channels: Union[int, Tuple[int, int]], out_channels: int, aggr: str = "mean",
+                 normalize: bool = False, root_weight: bool = True, project: bool = False, bias: bool = True):
+        super().__init__()
+        if aggr not in self._AGGR:
+            raise ValueError(f"aggr must be one of {', '.join(self._AGGR)}; got {aggr!r}")
+        self.in_channels, self.out_channels, self.aggr = in_channels, out_channels, aggr
+        self.normalize, self.root_weight, self.project = normalize, root_weight, project
+        ins = (in_channels, in_channels) if isinstance(in_channels, int) else tuple(in_channels)
+        if project:
+            self.lin = torch.nn.Linear(ins[0], ins[0], bias=True)
+        self.lin_l = torch.nn.Linear(ins[0], out_channels, bias=bias)
+        if root_weight:
+            self.lin_r = torch.nn.Linear(ins[1], out_channels, bias=False)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        if self.project:
+            self.lin.reset_parameters()
+        self.lin_l.reset_parameters()
+        if self.root_weight:
+            self.lin_r.reset_parameters()
+
+    def forward(self, x: Union[Tensor, Tuple[Tensor, Optional[Tensor]]], edge_index, size=None) -> Tensor:
+        if isinstance(x, Tensor):
+            x = (x, x)
+        if self.project:
+            x = (F.relu(self.lin(x[0])), x[1])
+        n_src = x[0].shape[0]
+        n_dst = x[1].shape[0] if x[1] is not None else (size[1] if size is not None else n_src)
+        g = graph_of(edge_index, x[0], n_src, n_dst).with_val(None)
+        out = self.lin_l(gf.spmm(g, x[0], self._AGGR[self.aggr]))
+        if self.root_weight and x[1] is not None:
+            out = out + self.lin_r(x[1])
+        if self.normalize:
+            out = F.normalize(out, p=2.0, dim=-1)
+        return out
+
+    def __repr__(self):
+        return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, aggr={self.aggr})"

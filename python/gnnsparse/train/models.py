@@ -1,0 +1,60 @@
+"""The 2-layer GCN / GAT / GraphSAGE node classifiers `gnnsparse train` trains, built from
+gnnsparse.torch.nn or from torch_geometric.nn with the same architecture and parameter names
+(so one state_dict initializes both)."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+MODELS = ("gcn", "gat", "sage")
+
+
+def layer_module(framework: str):
+    if framework == "gnnsparse":
+        from ..torch import nn
+
+        return nn
+    if framework == "pyg":
+        try:
+            import torch_geometric.nn as pnn
+        except ImportError as e:
+            raise RuntimeError("--compare pyg needs torch_geometric (pip install torch_geometric)") from e
+        return pnn
+    raise ValueError(f"framework must be 'gnnsparse' or 'pyg', got {framework!r}")
+
+
+class Net(torch.nn.Module):
+    """conv1 -> activation -> dropout -> conv2. GAT: `heads` heads of hidden // heads channels,
+    concatenated, then one head; self loops are added once to the graph, not per call."""
+
+    def __init__(self, kind: str, framework: str, in_channels: int, hidden: int, out_channels: int, *,
+                 heads: int = 4, dropout: float = 0.5, aggr: str = "mean"):
+        super().__init__()
+        if kind not in MODELS:
+            raise ValueError(f"model must be one of {', '.join(MODELS)}; got {kind!r}")
+        L = layer_module(framework)
+        self.kind, self.dropout = kind, dropout
+        if kind == "gcn":
+            self.conv1 = L.GCNConv(in_channels, hidden, cached=True)
+            self.conv2 = L.GCNConv(hidden, out_channels, cached=True)
+        elif kind == "gat":
+            if hidden % heads:
+                raise ValueError(f"GAT: hidden ({hidden}) must be a multiple of heads ({heads})")
+            self.conv1 = L.GATConv(in_channels, hidden // heads, heads=heads, add_self_loops=False)
+            self.conv2 = L.GATConv(hidden, out_channels, heads=1, add_self_loops=False)
+        else:
+            self.conv1 = L.SAGEConv(in_channels, hidden, aggr=aggr)
+            self.conv2 = L.SAGEConv(hidden, out_channels, aggr=aggr)
+
+    def forward(self, x, graph):
+        h = self.conv1(x, graph)
+        h = F.elu(h) if self.kind == "gat" else F.relu(h)
+        h = F.dropout(h, p=self.dropout, training=self.training)
+        return self.conv2(h, graph)
+
+
+def with_self_loops(edge_index: torch.Tensor, num_nodes: int) -> torch.Tensor:
+    """edge_index without its self loops, plus one loop per node (what GATConv adds per call)."""
+    keep = edge_index[0] != edge_index[1]
+    loops = torch.arange(num_nodes, device=edge_index.device).repeat(2, 1)
+    return torch.cat([edge_index[:, keep], loops], 1)
