@@ -42,6 +42,8 @@ class RunResult:
     peak_mem: Optional[int] = None      # bytes, torch.cuda.max_memory_allocated over the run
     extra_mem: Optional[int] = None     # bytes above what was allocated before the run (data, model)
     loss_bits: str = ""                 # hex of the float32 losses: equal strings = identical runs
+    quant_bits: Optional[int] = None    # --quant: the first layer's bit width after the first epoch (None: float)
+    quant_errors: dict = field(default_factory=dict)  # --quant auto: Error_X of the first layer's output per width
 
     @property
     def median_epoch_ms(self) -> float:
@@ -113,19 +115,29 @@ def initial_state(model: str, t: dict, hidden: int, heads: int, seed: int, dropo
 
 def run_once(t: dict, model: str, framework: str, *, epochs: int, hidden: int = 128, heads: int = 4, lr: float = 0.01,
              weight_decay: float = 0.0, dropout: float = 0.5, aggr: str = "mean", seed: int = 0,
-             init: Optional[dict] = None, on_epoch=None) -> RunResult:
-    """Train one model from `init` (or seeded weights) for `epochs` full-graph epochs."""
+             init: Optional[dict] = None, on_epoch=None, quant: Optional[str] = None) -> RunResult:
+    """Train one model from `init` (or seeded weights) for `epochs` full-graph epochs.
+
+    quant ("auto", "8" or "4"; gnnsparse GCN / GAT only): the first layer quantized (gnnsparse.quant.nn),
+    the second in float32. "auto" runs the first epoch with int8, then Tango's rule picks the first
+    layer's width from that epoch's output: the smallest of int4 / int8 with Error_X < 0.3 (float32
+    when neither is), recorded in the result (quant_bits, quant_errors)."""
     import torch
     import torch.nn.functional as F
 
     device = t["x"].device
-    net = Net(model, framework, t["x"].shape[1], hidden, t["num_classes"], heads=heads, dropout=dropout, aggr=aggr)
+    qbits = None if quant is None else (8 if quant == "auto" else int(quant))
+    net = Net(model, framework, t["x"].shape[1], hidden, t["num_classes"], heads=heads, dropout=dropout, aggr=aggr,
+              quant=qbits)
     net.load_state_dict(init if init is not None else initial_state(model, t, hidden, heads, seed, dropout, aggr))
     net = net.to(device)
     graph = t["csr"] if framework == "gnnsparse" else t["edge_index"]
     opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay)
     x, y, tr = t["x"], t["y"], t["train"]
     res = RunResult(framework, model, str(device), epochs)
+    res.quant_bits = qbits
+    captured: list = []
+    hook = net.conv1.register_forward_hook(lambda m, i, o: captured.append(o.detach())) if quant == "auto" else None
     if device.type == "cuda":
         _sync(device)
         torch.cuda.reset_peak_memory_stats(device)
@@ -144,6 +156,14 @@ def run_once(t: dict, model: str, framework: str, *, epochs: int, hidden: int = 
         _sync(device)
         res.epoch_ms.append((time.perf_counter() - t0) * 1e3)
         losses.append(loss.detach())
+        if hook is not None:  # Tango's bit-width rule on the first layer's output of the first epoch
+            from ..quant import select_bits
+
+            hook.remove()
+            hook = None
+            res.quant_bits, res.quant_errors = select_bits(captured[0], (4, 8), seed=seed)
+            net.conv1.bits = res.quant_bits
+            captured.clear()
         net.eval()
         with torch.no_grad():
             pred = net(x, graph).argmax(1)
@@ -188,6 +208,12 @@ def build_parser(prog: str = "gnnsparse train") -> argparse.ArgumentParser:
     p.add_argument("--log-every", type=int, help="print every k-th epoch (default: every epoch up to 50 epochs, "
                    "else every 10th)")
     p.add_argument("--json", metavar="FILE", help="also write the results (per-epoch figures included) as JSON")
+    p.add_argument("--quant", nargs="?", const="auto", choices=("auto", "8", "4"),
+                   help="also train the model with quantized layers (gcn, gat; Tango, SC'23): int8 / int4 operands "
+                        "with stochastic rounding in the first layer's GEMM, aggregation and attention logits, the "
+                        "second layer in float32; 'auto' (the default of --quant) picks the width after the first "
+                        "epoch: the smallest with Error_X < 0.3 on the first layer's output. Reports accuracy and "
+                        "epoch time against the float32 run")
     return p
 
 
@@ -234,6 +260,12 @@ def _table(console, results: dict, runs: int):
         print(" | ".join(head))
         for row in rows:
             print(" | ".join(row))
+    if "gnnsparse" in results and "quant" in results:
+        f, q = results["gnnsparse"][0], results["quant"][0]
+        _print(console, f"quantized ({q.framework[len('gnnsparse quantized '):]}) vs float32: test accuracy "
+                        f"{100 * q.best_val_test / max(f.best_val_test, 1e-12):.2f} % of float32's ({100 * q.best_val_test:.2f} "
+                        f"vs {100 * f.best_val_test:.2f}; last epoch {100 * q.test_acc[-1]:.2f} vs {100 * f.test_acc[-1]:.2f}), "
+                        f"epoch time {f.median_epoch_ms / q.median_epoch_ms:.2f}x float32's")
     if "gnnsparse" in results and "pyg" in results:
         a, b = results["gnnsparse"][0], results["pyg"][0]
         line = f"gnnsparse vs PyG: epoch time {b.median_epoch_ms / a.median_epoch_ms:.2f}x faster"
@@ -258,7 +290,13 @@ def train(args) -> dict:
     _print(console, f"{data.describe()} (prepared in {time.perf_counter() - t0:.1f} s) on {device}")
     t = prepare(data, device, args.model)
     log_every = args.log_every or (1 if epochs <= 50 else 10)
-    frameworks = ["gnnsparse"] + (["pyg"] if args.compare == "pyg" else [])
+    quant = getattr(args, "quant", None)
+    if quant is not None:
+        from .models import QUANT_MODELS
+
+        if args.model not in QUANT_MODELS:
+            raise SystemExit(f"gnnsparse train: --quant covers {', '.join(QUANT_MODELS)}, not {args.model}")
+    frameworks = ["gnnsparse"] + (["quant"] if quant is not None else []) + (["pyg"] if args.compare == "pyg" else [])
     if "pyg" in frameworks:
         from .models import layer_module
 
@@ -278,7 +316,7 @@ def train(args) -> dict:
     for fw in frameworks:
         for run in range(args.runs):
             label = f"{fw} {args.model} run {run + 1}/{args.runs}"
-            tag = ("ours" if fw == "gnnsparse" else fw) + (f"#{run + 1}" if args.runs > 1 else "")
+            tag = ({"gnnsparse": "ours", "quant": "ours-q"}.get(fw, fw)) + (f"#{run + 1}" if args.runs > 1 else "")
             task = progress.add_task(label, total=epochs, status="") if progress is not None else None
 
             def on_epoch(r, e, tag=tag, task=task):
@@ -286,13 +324,24 @@ def train(args) -> dict:
                         f"val {100 * r.val_acc[-1]:4.1f} test {100 * r.test_acc[-1]:4.1f}  {r.epoch_ms[-1]:7.1f} ms")
                 if (e + 1) % log_every == 0 or e + 1 == epochs or e == 0:
                     (progress.console.print if progress is not None else print)(line)
+                if e == 0 and r.quant_errors:
+                    errs = ", ".join(f"int{b} {v:.4f}" for b, v in sorted(r.quant_errors.items()))
+                    choice = f"int{r.quant_bits}" if r.quant_bits else "float32 (no width below the threshold)"
+                    (progress.console.print if progress is not None else print)(
+                        f"{tag} quantization: Error_X of the first layer's output (eps 0.0005): {errs} -> {choice} "
+                        "(the smallest width with Error_X < 0.3)")
                 if progress is not None:
                     progress.update(task, advance=1, status=f"loss {r.losses[-1]:.4f}")
 
             if progress is not None:
                 progress.start()
             try:
-                results.setdefault(fw, []).append(run_once(t, args.model, fw, init=init, on_epoch=on_epoch, **kw))
+                if fw == "quant":
+                    r = run_once(t, args.model, "gnnsparse", init=init, on_epoch=on_epoch, quant=quant, **kw)
+                    r.framework = "gnnsparse quantized" + (f" int{r.quant_bits}" if r.quant_bits else " (float)")
+                else:
+                    r = run_once(t, args.model, fw, init=init, on_epoch=on_epoch, **kw)
+                results.setdefault(fw, []).append(r)
             finally:
                 if progress is not None:
                     progress.stop()

@@ -3,10 +3,13 @@ gnnsparse.torch.nn or from torch_geometric.nn with the same architecture and par
 (so one state_dict initializes both)."""
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 import torch.nn.functional as F
 
 MODELS = ("gcn", "gat", "sage")
+QUANT_MODELS = ("gcn", "gat")  # the models `gnnsparse train --quant` trains with quantized layers
 
 
 def layer_module(framework: str):
@@ -28,13 +31,29 @@ class Net(torch.nn.Module):
     concatenated, then one head; self loops are added once to the graph, not per call."""
 
     def __init__(self, kind: str, framework: str, in_channels: int, hidden: int, out_channels: int, *,
-                 heads: int = 4, dropout: float = 0.5, aggr: str = "mean"):
+                 heads: int = 4, dropout: float = 0.5, aggr: str = "mean", quant: Optional[int] = None):
         super().__init__()
         if kind not in MODELS:
             raise ValueError(f"model must be one of {', '.join(MODELS)}; got {kind!r}")
         L = layer_module(framework)
         self.kind, self.dropout = kind, dropout
-        if kind == "gcn":
+        if quant is not None:
+            # Tango's quantized training: the first layer quantized (bits `quant`, changeable later
+            # through conv1.bits), the layer before the output softmax in float32
+            if framework != "gnnsparse" or kind not in QUANT_MODELS:
+                raise ValueError(f"quantized training covers {', '.join(QUANT_MODELS)} on gnnsparse; got {kind} "
+                                 f"on {framework}")
+            from ..quant import nn as Q
+
+            if kind == "gcn":
+                self.conv1 = Q.GCNConv(in_channels, hidden, cached=True, bits=quant)
+                self.conv2 = L.GCNConv(hidden, out_channels, cached=True)
+            else:
+                if hidden % heads:
+                    raise ValueError(f"GAT: hidden ({hidden}) must be a multiple of heads ({heads})")
+                self.conv1 = Q.GATConv(in_channels, hidden // heads, heads=heads, add_self_loops=False, bits=quant)
+                self.conv2 = L.GATConv(hidden, out_channels, heads=1, add_self_loops=False)
+        elif kind == "gcn":
             self.conv1 = L.GCNConv(in_channels, hidden, cached=True)
             self.conv2 = L.GCNConv(hidden, out_channels, cached=True)
         elif kind == "gat":

@@ -1,0 +1,121 @@
+"""Quantized layers (gnnsparse.quant.nn) and `gnnsparse train --quant`.
+
+The layers keep the float layers' parameters and match them within the quantization error
+(forward and gradients), equal them exactly with bits=None, and are reproducible under
+torch.manual_seed; the train command picks the bit width by Tango's Error_X rule after the first
+epoch (printed), against a NumPy Error_X of the same tensor, and reports the accuracy against the
+float32 run. A few seconds on the CPU (SYCL backend); the CUDA variants run where a GPU is.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("gnnsparse.torch")
+
+import gnnsparse as gs  # noqa: E402
+from gnnsparse.quant import model as qmodel  # noqa: E402
+from gnnsparse.quant import nn as qnn  # noqa: E402
+from gnnsparse.torch import nn as tnn  # noqa: E402
+
+from conftest import sycl_or_skip  # noqa: E402
+
+
+@pytest.fixture(params=["cpu", "cuda"])
+def device(request):
+    if request.param == "cuda":
+        from gnnsparse import _cuda_backend
+
+        if not torch.cuda.is_available() or not _cuda_backend.backend.available():
+            pytest.skip("no CUDA device or no compiled gnnsparse CUDA module")
+    else:
+        sycl_or_skip()
+    return torch.device(request.param)
+
+
+def rel(a, b):
+    return float((a.detach() - b.detach()).abs().max() / b.detach().abs().max().clamp_min(1e-30))
+
+
+def _pair(Q, F, device, **kw):
+    torch.manual_seed(1)
+    q = Q(32, 16, **kw).to(device)
+    f = F(32, 16, **{k: v for k, v in kw.items() if k not in ("bits", "logit_bits")}).to(device)
+    f.load_state_dict(q.state_dict())  # the same parameters
+    return q, f
+
+
+@pytest.mark.parametrize("kind", ["gcn", "gat"])
+def test_layers_match_float_layers(device, kind):
+    torch.manual_seed(0)
+    N = 400
+    ei = torch.randint(0, N, (2, 3000), device=device)
+    x = torch.randn(N, 32, device=device)
+    Q, F = (qnn.GCNConv, tnn.GCNConv) if kind == "gcn" else (qnn.GATConv, tnn.GATConv)
+    kw = {} if kind == "gcn" else dict(heads=4)
+    for bits, bound in ((8, 0.06), (4, 0.6)):
+        q, f = _pair(Q, F, device, bits=bits, **kw)
+        yq, yf = q(x, ei), f(x, ei)
+        assert rel(yq, yf) < bound
+        yq.square().sum().backward()
+        yf.square().sum().backward()
+        for (n, pq), (_, pf) in zip(q.named_parameters(), f.named_parameters()):
+            assert rel(pq.grad, pf.grad) < 2 * bound, n
+    q, f = _pair(Q, F, device, bits=None, **kw)
+    assert torch.equal(q(x, ei), f(x, ei))  # bits=None: the float layer
+
+
+def test_layers_reproducible(device):
+    ei = torch.randint(0, 200, (2, 1500), generator=torch.Generator().manual_seed(3)).to(device)
+    x = torch.randn(200, 32, generator=torch.Generator().manual_seed(4)).to(device)
+
+    def run():
+        q, _ = _pair(qnn.GATConv, tnn.GATConv, device, heads=2, bits=8)
+        torch.manual_seed(9)
+        y = q(x, ei)
+        y.sum().backward()
+        return y.detach().cpu(), q.lin.weight.grad.cpu()
+
+    for a, b in zip(run(), run()):
+        assert torch.equal(a, b)
+
+
+def test_bits_checked():
+    with pytest.raises(ValueError, match="bits"):
+        qnn.GCNConv(4, 4, bits=6)
+
+
+def test_train_quant_cli(capsys):
+    """`train --quick --quant`: Error_X printed and the choice made from it (checked with NumPy on the
+    same captured tensor), the quantized run next to the float32 one, seeded runs bitwise equal."""
+    sycl_or_skip()
+    from gnnsparse import train as T
+
+    args = T.build_parser().parse_args(["--model", "gcn", "--quick", "--quant", "--epochs", "3", "--runs", "2",
+                                        "--device", "cpu"])
+    res = T.train(args)
+    out = capsys.readouterr().out
+    assert "quantization: Error_X of the first layer's output" in out and "vs float32" in out
+    q = res["quant"]
+    assert q[0].loss_bits == q[1].loss_bits  # seeded quantized training is reproducible
+    errs = q[0].quant_errors
+    assert set(errs) == {4, 8} or set(errs) == {4}
+    want = min((b for b, e in errs.items() if e < 0.3), default=None)
+    assert q[0].quant_bits == want
+    assert "gnnsparse quantized" in q[0].framework
+
+
+def test_error_x_rule_matches_numpy():
+    """The rule's Error_X is eq. 4 of Tango on the quantized-then-dequantized tensor."""
+    sycl_or_skip()
+    rng = np.random.default_rng(0)
+    h = torch.from_numpy(np.maximum(rng.standard_normal((500, 32)), 0).astype(np.float32))  # ReLU-like output
+    bits, errs = gs.quant.select_bits(h, (4, 8), seed=5)
+    for b in (4, 8):
+        if b not in errs:
+            continue
+        Q = gs.quantize(h, b, True, 5)
+        want = qmodel.error_x(h.numpy(), gs.dequantize(Q).numpy())
+        assert errs[b] == pytest.approx(want, rel=1e-12)
+    assert bits == min((b for b, e in errs.items() if e < 0.3), default=None)
