@@ -1,6 +1,6 @@
 // Quantized FusedMM (contract: gnnsparse/quant.hpp): per edge k = (i, j) and head h,
 //   e = dot: fl32(s_X s_Y) * sum_f qx qy (exact integer, int64)   add: s_X qx[i, h] + s_Y qy[j, h]
-//   w = edge_fn(e) (softmax: over the row, per head) * val[k]
+//   w = edge_fn(e) (softmax, leaky_relu_softmax: over the row, per head) * val[k]
 //   out[i, h, :] = s_Z * (sum_k w qz[j, h, :]) (softmax: divided by the row's sum of exponentials)
 // without storing w unless E is given (then E receives w).
 //
@@ -36,7 +36,7 @@ struct QFusedParams {
   float* __restrict__ E;
   int64_t M, H, F, D, rbx, rby, rbz;
   float slope;
-  int edge;  // EdgeFn code (none, leaky_relu, exp); softmax is the template flag
+  int edge;  // EdgeFn code; the row softmax (softmax, leaky_relu_softmax) is the template flag
 };
 
 __device__ __forceinline__ int64_t group_sum64(int64_t v, int G, unsigned mask) {
@@ -117,6 +117,7 @@ qfused_row_kernel(QFusedParams<I> p, int G) {
     for (int u = 0; u < U; ++u) {
       if (k + u >= k1) break;
       if constexpr (SOFTMAX) {
+        if (ef == EdgeFn::leaky_relu_softmax) sc[u] = sc[u] > 0.0f ? sc[u] : p.slope * sc[u];
         const float mn = fmaxf(m, sc[u]);
         const float scale = m == mn ? 1.0f : expf(m - mn);
         const float pe = expf(sc[u] - mn);
@@ -210,6 +211,9 @@ namespace gnnsparse::cuda {
 void qfusedmm(const QFusedArgs& f, cudaStream_t stream) {
   using namespace cuda_detail;
   dispatch_edge_fn(f.edge, [](auto) {});  // an unknown code throws, naming the axis
+  if (f.edge != EdgeFn::none && f.edge != EdgeFn::leaky_relu && f.edge != EdgeFn::exp && !row_softmax(f.edge))
+    throw std::invalid_argument("gnnsparse cuda qfusedmm: edge function code " + std::to_string(int(f.edge)) +
+                                " is not implemented for quantized inputs");
   if (!qfused_has_work(f)) return;
   dispatch_bits(f.X.bits, [&](auto bxy) {
     dispatch_bits(f.Z.bits, [&](auto bz) {
@@ -218,7 +222,7 @@ void qfusedmm(const QFusedArgs& f, cudaStream_t stream) {
           constexpr int BXY = decltype(bxy)::value, BZ = decltype(bz)::value;
           using I = typename decltype(it)::type;
           constexpr SddmmOp OP = decltype(op)::value;
-          if (f.edge == EdgeFn::softmax) run_qfused<BXY, BZ, I, OP, true>(f, stream);
+          if (row_softmax(f.edge)) run_qfused<BXY, BZ, I, OP, true>(f, stream);
           else run_qfused<BXY, BZ, I, OP, false>(f, stream);
         });
       });

@@ -372,6 +372,10 @@ namespace gnnsparse::cuda {
 
 void qspmm(const QSpmmArgs& a, cudaStream_t stream) {
   using namespace cuda_detail;
+  dispatch_reduce(a.reduce, [](auto) {});  // an unknown code throws, naming the axis
+  if (a.reduce != Reduce::sum && a.reduce != Reduce::mean && a.reduce != Reduce::max && a.reduce != Reduce::min)
+    throw std::invalid_argument("gnnsparse cuda qspmm: reduction code " + std::to_string(int(a.reduce)) +
+                                " is not implemented for quantized inputs");
   if (!qspmm_has_work(a)) return;
   // Unweighted messages are integers; int64 sums only when a row could overflow int32.
   const int64_t longest = a.A.max_degree >= 0 ? a.A.max_degree : a.A.nnz;

@@ -101,6 +101,9 @@ sycl::event dequantize(sycl::queue &q, const DequantizeArgs &a, const QDeps &dep
 
 sycl::event qspmm(sycl::queue &q, const QSpmmArgs &a, const QDeps &deps) {
   check_bits("qspmm", a.X.bits);
+  if (a.reduce != Reduce::sum && a.reduce != Reduce::mean && a.reduce != Reduce::max && a.reduce != Reduce::min)
+    throw std::invalid_argument("gnnsparse sycl qspmm: reduction code " + std::to_string(int(a.reduce)) +
+                                " is not implemented for quantized inputs");
   if (a.A.M < 0 || a.A.nnz < 0 || a.X.C < 0 || a.H <= 0 || a.X.C % a.H != 0)
     throw std::invalid_argument("gnnsparse sycl qspmm: bad sizes");
   if (a.A.M == 0 || a.X.C == 0) return q.ext_oneapi_submit_barrier(deps);
@@ -140,6 +143,9 @@ sycl::event qfusedmm(sycl::queue &q, const QFusedArgs &a, const QDeps &deps) {
   check_bits("qfusedmm", a.Z.bits);
   if (a.A.M < 0 || a.A.nnz < 0 || a.H < 0 || a.F < 0 || a.D < 0)
     throw std::invalid_argument("gnnsparse sycl qfusedmm: negative size");
+  if (a.edge != EdgeFn::none && a.edge != EdgeFn::leaky_relu && a.edge != EdgeFn::exp && !row_softmax(a.edge))
+    throw std::invalid_argument("gnnsparse sycl qfusedmm: edge function code " + std::to_string(int(a.edge)) +
+                                " is not implemented for quantized inputs");
   if (a.A.M == 0 || a.H == 0) return q.ext_oneapi_submit_barrier(deps);
   const DeviceCaps &caps = caps_of(q);
   const int sg = sg_of(caps);

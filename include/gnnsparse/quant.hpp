@@ -41,7 +41,8 @@
 //     exact; E is the reference on dequantized inputs within two roundings.
 //   SDDMM add: E = fl32(fl32(s_X * qx) + fl32(s_Y * qy)) (the scales differ, so each side is
 //     dequantized before the addition).
-//   FusedMM: scores as SDDMM (dot or add), then the edge function, A's values and the
+//   FusedMM: scores as SDDMM (dot or add), then the edge function (none, leaky_relu, exp,
+//     softmax, leaky_relu_softmax; another code is rejected), A's values and the
 //     aggregation of Z as in ops.hpp with w * q_Z accumulated in float32 and scaled by s_Z.
 //   Incidence SpMM (edge -> node aggregation, Tango's gradient of node features from edge
 //     features): Y[v, :] = reduce over the edges k of row v of X[k, :], X having one row per edge

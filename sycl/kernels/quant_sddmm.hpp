@@ -68,17 +68,19 @@ void qfusedmm_sg(const I *rowptr, const I *col, const float *val, int op, int ed
   const bool write_e = E != nullptr && tile == 0;
   const float sx = xs[0], sy = ys[0];
   const long b = long(rowptr[i]), e = long(rowptr[i + 1]);
-  const bool softmax = EdgeFn(edge) == EdgeFn::softmax;
+  const bool softmax = row_softmax(EdgeFn(edge));
+  const bool leaky = EdgeFn(edge) == EdgeFn::leaky_relu || EdgeFn(edge) == EdgeFn::leaky_relu_softmax;
   float acc[kQV];
 #pragma unroll
   for (int v = 0; v < kQV; ++v) acc[v] = 0.0f;
   float m = -std::numeric_limits<float>::infinity(), ssum = 0.0f;
   for (long k = b; k < e; ++k) {
     const long j = long(col[k]);
-    const float sc = qscore(sg, lane, SG, op, X, Y, rbx, rby, xbits, ybits, sx, sy, i, j, h, F);
+    float sc = qscore(sg, lane, SG, op, X, Y, rbx, rby, xbits, ybits, sx, sy, i, j, h, F);
     const float wv = val != nullptr ? val[k] : 1.0f;
     float w, scale = 1.0f;
     if (softmax) {
+      if (leaky) sc = sc > 0.0f ? sc : slope * sc;
       const float mn = sycl::fmax(m, sc);
       scale = m == mn ? 1.0f : sycl::exp(m - mn);
       const float p = sycl::exp(sc - mn);
@@ -88,7 +90,7 @@ void qfusedmm_sg(const I *rowptr, const I *col, const float *val, int op, int ed
       if (write_e && lane == 0) E[k * H + h] = sc;
     } else {
       w = sc;
-      if (EdgeFn(edge) == EdgeFn::leaky_relu) w = w > 0.0f ? w : slope * w;
+      if (leaky) w = w > 0.0f ? w : slope * w;
       if (EdgeFn(edge) == EdgeFn::exp) w = sycl::exp(w);
       w *= wv;
       if (write_e && lane == 0) E[k * H + h] = w;
