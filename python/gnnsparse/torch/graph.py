@@ -124,7 +124,10 @@ def _device_of(like) -> torch.device:
         return like.device
     if isinstance(like, GraphTensors):
         return like.device
-    return torch.device(like)
+    dev = torch.device(like)
+    if dev.type == "cuda" and dev.index is None:  # "cuda" means the current device, as tensors see it
+        dev = torch.device("cuda", torch.cuda.current_device())
+    return dev
 
 
 def host_tensor(a: np.ndarray) -> Tensor:
