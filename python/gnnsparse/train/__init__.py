@@ -3,6 +3,7 @@
     python -m gnnsparse train --model gcn --quick            # seconds on a CPU (CI)
     python -m gnnsparse train --model gat --device cuda --compare pyg --runs 2
     python -m gnnsparse train --model sage --data my_graph.npz
+    python -m gnnsparse train --model gcn --nproc 2           # 2 processes (GPUs with cuda), torch.distributed
 
 The default graph is generated (an ogbn-arxiv-sized stochastic block model, see data.py; nothing
 is downloaded); --data loads a user's .npz. Prints loss, accuracy and time of every epoch with a
@@ -214,6 +215,19 @@ def build_parser(prog: str = "gnnsparse train") -> argparse.ArgumentParser:
                         "second layer in float32; 'auto' (the default of --quant) picks the width after the first "
                         "epoch: the smallest with Error_X < 0.3 on the first layer's output. Reports accuracy and "
                         "epoch time against the float32 run")
+    p.add_argument("--nproc", type=int, default=1,
+                   help="train over N processes with torch.distributed (gcn, gat): the graph's rows partitioned, "
+                        "halo rows exchanged by all_to_all_single (NCCL on GPUs: one GPU per process; gloo on the "
+                        "CPU), weights in DistributedDataParallel (default 1: one process)")
+    p.add_argument("--halo", choices=("fp32", "int8"), default="fp32",
+                   help="--nproc: halo rows on the wire as float32, or int8 with a per-row scale and stochastic "
+                        "rounding (features forward, gradients backward)")
+    p.add_argument("--partition", choices=("range", "rcm", "metis"), default="range",
+                   help="--nproc: node order before cutting into contiguous ranges: as given, reverse "
+                        "Cuthill-McKee (locality), or METIS parts (needs pymetis)")
+    p.add_argument("--size", choices=("arxiv", "products"), default="arxiv",
+                   help="the generated graph's size: ogbn-arxiv's (default) or ogbn-products' (2.4 M nodes, "
+                        "~120 M stored edges)")
     return p
 
 
@@ -285,8 +299,11 @@ def train(args) -> dict:
     hidden = args.hidden if args.hidden is not None else (32 if args.quick else 128)
     if epochs <= 0 or hidden <= 0:
         raise SystemExit("gnnsparse train: --epochs and --hidden must be positive")
+    nproc = getattr(args, "nproc", 1)
+    if nproc > 1:
+        return _train_distributed(args, console, device, epochs, hidden)
     t0 = time.perf_counter()
-    data = load_npz(args.data, args.seed) if args.data else (quick(args.seed) if args.quick else arxiv_like(args.seed))
+    data = _load(args)
     _print(console, f"{data.describe()} (prepared in {time.perf_counter() - t0:.1f} s) on {device}")
     t = prepare(data, device, args.model)
     log_every = args.log_every or (1 if epochs <= 50 else 10)
@@ -356,8 +373,63 @@ def train(args) -> dict:
     return results
 
 
+def _load(args):
+    if args.data:
+        return load_npz(args.data, args.seed)
+    if args.quick:
+        return quick(args.seed)
+    if getattr(args, "size", "arxiv") == "products":
+        from .data import products_like
+
+        return products_like(args.seed)
+    return arxiv_like(args.seed)
+
+
+def _train_distributed(args, console, device, epochs: int, hidden: int) -> dict:
+    """--nproc N: the distributed run (gnnsparse.train.dist), one row in the summary table."""
+    from .dist import train_distributed
+    from .models import QUANT_MODELS
+
+    if args.model not in QUANT_MODELS:
+        raise SystemExit(f"gnnsparse train: --nproc covers {', '.join(QUANT_MODELS)}, not {args.model}")
+    if args.compare or getattr(args, "quant", None):
+        raise SystemExit("gnnsparse train: --nproc trains gnnsparse's float32 model only (no --compare / --quant; "
+                         "--halo int8 quantizes the exchange)")
+    if device.type == "cuda":
+        import torch
+
+        if torch.cuda.device_count() < args.nproc:
+            raise SystemExit(f"gnnsparse train: --nproc {args.nproc} on CUDA needs {args.nproc} GPUs, torch sees "
+                             f"{torch.cuda.device_count()}")
+    cfg = dict(nproc=args.nproc, device=device.type, model=args.model, data=args.data, quick=args.quick,
+               size=getattr(args, "size", "arxiv"), seed=args.seed, epochs=epochs, hidden=hidden, heads=args.heads,
+               lr=args.lr, weight_decay=args.weight_decay, dropout=args.dropout, wire=args.halo,
+               partition=args.partition, log_every=args.log_every or (1 if epochs <= 50 else 10))
+    _print(console, f"training on {args.nproc} processes ({'NCCL, one GPU each' if device.type == 'cuda' else 'gloo, CPU'}"
+                    f"), {args.partition} partition, {args.halo} halo exchange")
+    results: dict = {}
+    ranks = []
+    for run in range(args.runs):
+        out = train_distributed(cfg)
+        results.setdefault(f"gnnsparse x{args.nproc} {args.halo}", []).append(out["result"])
+        ranks.append(out["ranks"])
+    for r in ranks[0]:
+        _print(console, f"rank {r['rank']}: {r['rows']:,} rows, {r['edges']:,} edges, halo {r['halo']:,}, sends "
+                        f"{r['sends']:,} rows; {r['wire_bytes_per_train_step'] / 2**20:.2f} MiB on the wire per "
+                        f"training step; peak GPU memory {_gib(r['peak_mem'])} GiB")
+    _table(console, results, args.runs)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": str(device), "args": vars(args), "ranks": ranks,
+                       "results": {fw: [r.summary() for r in rs] for fw, rs in results.items()}}, f, indent=1)
+    return results
+
+
 def main(argv=None, prog: str = "gnnsparse train") -> int:
     args = build_parser(prog).parse_args(sys.argv[1:] if argv is None else argv)
+    if args.nproc < 1:
+        print("gnnsparse train: --nproc must be at least 1", file=sys.stderr)
+        return 2
     if args.data and not os.path.exists(args.data):
         print(f"gnnsparse train: {args.data}: no such file", file=sys.stderr)
         return 2

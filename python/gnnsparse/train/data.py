@@ -47,6 +47,8 @@ class NodeData:
 
 # arxiv-like defaults (ogbn-arxiv: 169,343 nodes, 1,166,243 citation edges, 128 features, 40 classes)
 ARXIV = dict(num_nodes=169_343, num_edges=1_166_243, num_features=128, num_classes=40)
+# ogbn-products' sizes (2,449,029 nodes, 61,859,140 co-purchase edges, 100 features, 47 classes)
+PRODUCTS = dict(num_nodes=2_449_029, num_edges=61_859_140, num_features=100, num_classes=47)
 QUICK = dict(num_nodes=3_000, num_edges=15_000, num_features=32, num_classes=8)
 
 
@@ -110,6 +112,12 @@ def synthetic(num_nodes: int, num_edges: int, num_features: int, num_classes: in
 def arxiv_like(seed: int = 0) -> NodeData:
     """The default graph of `gnnsparse train`: ogbn-arxiv's sizes, generated (no download)."""
     return synthetic(**ARXIV, seed=seed, name="arxiv-sized SBM")
+
+
+def products_like(seed: int = 0) -> NodeData:
+    """An ogbn-products-sized graph of the same model (about 120 M stored edges; a minute or so to
+    generate on one core): the multi-GPU scaling workload."""
+    return synthetic(**PRODUCTS, seed=seed, name="products-sized SBM")
 
 
 def quick(seed: int = 0) -> NodeData:
