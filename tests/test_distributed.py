@@ -136,7 +136,7 @@ def test_int8_wire_format():
 
 
 # ---------------------------------------------------------------- distributed ops (spawned)
-def _ops_worker(rank, world, method):
+def _ops_worker(rank, world, method, full):
     import gnnsparse.torch as gst
 
     A = small_graph()
@@ -166,10 +166,12 @@ def _ops_worker(rank, world, method):
                 for a, b in zip(full, loc)]
         return bool(torch.equal(yd.detach(), ref.detach())), max(errs)
 
-    for red in ("sum", "mean", "max", "min"):
+    # full: every reduction and op; else a subset (each kernel instance's first use costs a process
+    # about half a second on the CPU device)
+    for red in ("sum", "mean", "max", "min") if full else ("sum", "max"):
         out["fwd_bitwise"][f"spmm {red}"], out["grad_err"][f"spmm {red}"] = both(
             lambda x: gd.spmm(dg, x, red), lambda x: gst.spmm(A, x, red), [X])
-    for op in ("dot", "add"):
+    for op in ("dot", "add") if full else ("dot",):
         xs, ys_ = (X, Y) if op == "dot" else (X[:, :2], Y[:, :2])
         out["fwd_bitwise"][f"sddmm {op}"], out["grad_err"][f"sddmm {op}"] = both(
             lambda x, y: gd.sddmm(dg, x, y, op), lambda x, y: gst.sddmm(A, x, y, op), [xs, ys_], grad_rows=False)
@@ -177,9 +179,10 @@ def _ops_worker(rank, world, method):
     out["fwd_bitwise"]["fusedmm gat"], out["grad_err"]["fusedmm gat"] = both(
         lambda a, b, z: gd.fusedmm(dg, a, b, z, "add", "leaky_relu_softmax", 0.2),
         lambda a, b, z: gst.fusedmm(A, a, b, z, "add", "leaky_relu_softmax", 0.2), [X[:, :2], Y[:, :2], Z])
-    out["fwd_bitwise"]["fusedmm dot"], out["grad_err"]["fusedmm dot"] = both(
-        lambda a, b, z: gd.fusedmm(dg, a, b, z, "dot", "none"),
-        lambda a, b, z: gst.fusedmm(A, a, b, z, "dot", "none"), [X, Y, G])
+    if full:
+        out["fwd_bitwise"]["fusedmm dot"], out["grad_err"]["fusedmm dot"] = both(
+            lambda a, b, z: gd.fusedmm(dg, a, b, z, "dot", "none"),
+            lambda a, b, z: gst.fusedmm(A, a, b, z, "dot", "none"), [X, Y, G])
     # GCN normalization: the normalized graph's SpMM equals the single-process one
     dgn = gd.gcn_norm(dg)
     out["fwd_bitwise"]["gcn_norm spmm"], out["grad_err"]["gcn_norm spmm"] = both(
@@ -209,9 +212,9 @@ def _ops_worker(rank, world, method):
     return out
 
 
-@pytest.mark.parametrize("world,method", [(2, "range"), (3, "rcm")])
-def test_distributed_ops_match_single_process(world, method):
-    res = gd.spawn(_ops_worker, world, args=(method,), threads=1)
+@pytest.mark.parametrize("world,method,full", [(2, "range", True), (3, "rcm", False)])
+def test_distributed_ops_match_single_process(world, method, full):
+    res = gd.spawn(_ops_worker, world, args=(method, full), threads=1)
     for r in res:
         bad = [k for k, v in r["fwd_bitwise"].items() if not v]
         assert not bad, f"rank {r['rank']}: forward not bitwise equal to the single-process op: {bad}"
