@@ -109,6 +109,66 @@ def synthetic(num_nodes: int, num_edges: int, num_features: int, num_classes: in
     return NodeData(name or f"synthetic-{n}", edge_index, x, y, tr, va, te)
 
 
+def synthetic_torch(num_nodes: int, num_edges: int, num_features: int, num_classes: int, seed: int = 0, *,
+                    device="cuda", homophily: float = 0.65, signal: float = 0.4, label_noise: float = 0.15,
+                    degree_tail: float = 2.2, name: Optional[str] = None) -> NodeData:
+    """The model of `synthetic`, drawn with torch on `device` (a GPU draws a products-sized graph in
+    seconds; NumPy takes minutes). Its random streams differ from `synthetic`'s, so the graph is
+    another draw of the same model; deterministic for a seed and device type. Returns NumPy arrays."""
+    import torch
+
+    if num_nodes <= 0 or num_classes <= 0 or num_features <= 0 or num_edges < 0:
+        raise ValueError("synthetic graph needs positive sizes")
+    dev = torch.device(device)
+    g = torch.Generator(device=dev)
+    g.manual_seed(int(seed))
+    n, C, m = int(num_nodes), int(num_classes), int(num_edges)
+    f64 = dict(dtype=torch.float64, device=dev)
+
+    def rand(k):
+        return torch.rand(k, generator=g, **f64)
+
+    # skewed class sizes: Dirichlet(1.5) through normalized Gamma draws (torch's sampler has no generator)
+    p_class = torch.from_numpy(np.random.default_rng(seed).dirichlet(np.full(C, 1.5))).to(dev)
+    cls = torch.searchsorted(torch.cumsum(p_class, 0), rand(n) * p_class.sum()).clamp_(max=C - 1)
+    theta = (1.0 - rand(n)) ** (-1.0 / (degree_tail - 1.0))
+    theta = torch.minimum(theta, torch.quantile(theta[: min(n, 1 << 24)], 0.9995))
+    order = torch.argsort(cls, stable=True)
+    counts = torch.bincount(cls, minlength=C)
+    start = torch.cumsum(counts, 0) - counts
+    th_sorted = theta[order]
+    cum_in = torch.cumsum(th_sorted, 0)
+    base = torch.cat([th_sorted.new_zeros(1), cum_in])[start]
+    tot = torch.zeros(C, **f64).index_add_(0, cls, theta)
+    cum_all = torch.cumsum(theta, 0)
+    u = torch.searchsorted(cum_all, rand(m) * cum_all[-1], right=True).clamp_(max=n - 1)
+    same = rand(m) < homophily
+    cu = cls[u]
+    r = base[cu] + rand(m) * tot[cu]
+    v_same = order[torch.searchsorted(cum_in, r, right=True).clamp_(max=n - 1)]
+    v_any = torch.searchsorted(cum_all, rand(m) * cum_all[-1], right=True).clamp_(max=n - 1)
+    v = torch.where(same, v_same, v_any)
+    del same, cu, r, v_same, v_any
+    keep = u != v
+    a, b = torch.minimum(u[keep], v[keep]), torch.maximum(u[keep], v[keep])
+    del u, v, keep
+    pairs = torch.unique(a * n + b)
+    a, b = pairs // n, pairs % n
+    del pairs
+    edge_index = torch.stack([torch.cat([a, b]), torch.cat([b, a])]).cpu().numpy()
+    del a, b
+    gx = torch.Generator(device=dev)
+    gx.manual_seed(int(seed) + 1)
+    mu = torch.randn(C, num_features, generator=gx, dtype=torch.float32, device=dev) / float(np.sqrt(np.sqrt(num_features)))
+    x = (signal * mu[cls] + torch.randn(n, num_features, generator=gx, dtype=torch.float32, device=dev)).cpu().numpy()
+    y = cls.clone()
+    noisy = rand(n) < label_noise
+    y[noisy] = torch.randint(0, C, (int(noisy.sum()),), generator=g, device=dev)
+    tr, va, te = _split(np.random.default_rng(seed), n)
+    return NodeData(name or f"synthetic-{n} (torch)", edge_index.astype(np.int64), x, y.cpu().numpy().astype(np.int64),
+                    tr, va, te)
+
+
 def arxiv_like(seed: int = 0) -> NodeData:
     """The default graph of `gnnsparse train`: ogbn-arxiv's sizes, generated (no download)."""
     return synthetic(**ARXIV, seed=seed, name="arxiv-sized SBM")
