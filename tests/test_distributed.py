@@ -252,3 +252,22 @@ def test_train_nproc_bad_input(capsys):
         cli(["train", "--quick", "--model", "sage", "--nproc", "2"])
     with pytest.raises(SystemExit, match="--nproc trains"):
         cli(["train", "--quick", "--nproc", "2", "--quant"])
+
+
+def _failing_worker(rank, world):
+    if rank == 0:
+        raise ValueError("rank 0 fails")
+    t = torch.zeros(1)
+    dist.all_reduce(t)  # waits for rank 0, which never comes: spawn must end this rank
+    return 1
+
+
+def test_spawn_reports_a_failing_rank_without_hanging():
+    import time
+
+    t0 = time.perf_counter()
+    with pytest.raises(Exception, match="rank 0 fails"):
+        gd.spawn(_failing_worker, 2, timeout=90)
+    assert time.perf_counter() - t0 < 80  # the surviving rank was ended, not left to time out
+    with pytest.raises(ValueError, match="nproc"):
+        gd.spawn(_failing_worker, 0)

@@ -21,7 +21,9 @@ def default_backend(device: str) -> str:
     return "nccl" if str(device).startswith("cuda") else "gloo"
 
 
-def _worker(rank: int, fn, world: int, init: str, backend: str, outdir: str, threads: Optional[int], args):
+def _worker(rank: int, fn, world: int, init: str, backend: str, outdir: str, threads: Optional[int], timeout, args):
+    from datetime import timedelta
+
     import torch
     import torch.distributed as dist
 
@@ -31,21 +33,23 @@ def _worker(rank: int, fn, world: int, init: str, backend: str, outdir: str, thr
     if backend == "nccl":
         torch.cuda.set_device(rank)
         kw["device_id"] = torch.device("cuda", rank)
-    dist.init_process_group(backend, init_method=init, rank=rank, world_size=world, **kw)
-    try:
-        out = fn(rank, world, *args)
-        torch.save(out, os.path.join(outdir, f"rank{rank}.pt"))
-    finally:
-        dist.barrier()
-        dist.destroy_process_group()
+    dist.init_process_group(backend, init_method=init, rank=rank, world_size=world,
+                            timeout=timedelta(seconds=timeout), **kw)
+    # an exception leaves at once (no barrier): spawn then ends the other ranks, which may be
+    # waiting in a collective
+    out = fn(rank, world, *args)
+    torch.save(out, os.path.join(outdir, f"rank{rank}.pt"))
+    dist.barrier()
+    dist.destroy_process_group()
 
 
 def spawn(fn: Callable[..., Any], nproc: int, args: tuple = (), *, device: str = "cpu",
-          backend: Optional[str] = None, threads: Optional[int] = None) -> List[Any]:
+          backend: Optional[str] = None, threads: Optional[int] = None, timeout: float = 600.0) -> List[Any]:
     """Run fn(rank, nproc, *args) in nproc fresh processes with torch.distributed initialized;
     returns their results in rank order. fn must be importable (a module-level function).
     threads: torch.set_num_threads in each process (on a CPU host, cores / nproc avoids
-    oversubscription)."""
+    oversubscription). timeout: seconds a collective may wait before it fails (torch.distributed's
+    process-group timeout)."""
     import torch
     import torch.multiprocessing as mp
 
@@ -58,7 +62,7 @@ def spawn(fn: Callable[..., Any], nproc: int, args: tuple = (), *, device: str =
     outdir = tempfile.mkdtemp(prefix="gnnsparse-dist-")
     try:
         init = "file://" + os.path.join(outdir, "rendezvous")
-        mp.spawn(_worker, args=(fn, nproc, init, backend, outdir, threads, args), nprocs=nproc, join=True)
+        mp.spawn(_worker, args=(fn, nproc, init, backend, outdir, threads, float(timeout), args), nprocs=nproc, join=True)
         return [torch.load(os.path.join(outdir, f"rank{r}.pt"), weights_only=False) for r in range(nproc)]
     finally:
         shutil.rmtree(outdir, ignore_errors=True)

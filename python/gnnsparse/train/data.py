@@ -132,7 +132,7 @@ def synthetic_torch(num_nodes: int, num_edges: int, num_features: int, num_class
     p_class = torch.from_numpy(np.random.default_rng(seed).dirichlet(np.full(C, 1.5))).to(dev)
     cls = torch.searchsorted(torch.cumsum(p_class, 0), rand(n) * p_class.sum()).clamp_(max=C - 1)
     theta = (1.0 - rand(n)) ** (-1.0 / (degree_tail - 1.0))
-    theta = torch.minimum(theta, torch.quantile(theta[: min(n, 1 << 24)], 0.9995))
+    theta = torch.minimum(theta, torch.quantile(theta[: min(n, 1 << 23)], 0.9995))  # quantile has a size limit
     order = torch.argsort(cls, stable=True)
     counts = torch.bincount(cls, minlength=C)
     start = torch.cumsum(counts, 0) - counts
