@@ -271,3 +271,33 @@ def test_spawn_reports_a_failing_rank_without_hanging():
     assert time.perf_counter() - t0 < 80  # the surviving rank was ended, not left to time out
     with pytest.raises(ValueError, match="nproc"):
         gd.spawn(_failing_worker, 0)
+
+
+@pytest.mark.parametrize("loops", [False, True])
+def test_piece_from_edges_equals_piece_from_csr(loops):
+    from dataclasses import fields
+
+    from gnnsparse.train.dist import graph_of
+
+    rng = np.random.default_rng(5)
+    n = 61
+    ei = np.stack([rng.integers(0, n, 400), rng.integers(0, n, 400)])
+    ei = np.concatenate([ei, [[4, 9, 9], [4, 9, 2]]], 1)  # self loops, a duplicate
+    ei = ei[:, ~np.isin(ei[1], (0, 30))]  # empty rows
+    data = type("D", (), {"edge_index": ei, "num_nodes": n})()
+    A = graph_of(data, "gat" if loops else "gcn")
+    bounds = np.array([0, 17, 18, 40, n])
+    part = gd.Partition(np.arange(n), np.arange(n), bounds, "range")
+    for r in range(4):
+        a = gd.local_graph(A, part, r)
+        b = gd.local_graph_from_edges(torch.from_numpy(ei), n, bounds, r, self_loops=loops)
+        for f in fields(a):
+            va, vb = getattr(a, f.name), getattr(b, f.name)
+            if f.name == "val":
+                assert va is None and vb is None
+            elif isinstance(va, np.ndarray):
+                np.testing.assert_array_equal(va, vb, err_msg=f.name)
+            else:
+                assert va == vb, f.name
+    with pytest.raises(ValueError, match="bounds"):
+        gd.local_graph_from_edges(torch.from_numpy(ei), n, np.array([0, 10]), 0)

@@ -17,7 +17,11 @@ GAT 4 heads):
   exchange  the halo exchange alone (width 1 and 128, fp32): latency and seconds per byte
   plan      the largest graph of this model (same average degree) one GPU holds, the size that
             needs 2 GPUs (from the fits), and the edge cut at 8 and 64 parts (range partition)
-Results: <out>/dist_h200.json (everything, per-epoch figures included) and <out>/dist_h200.csv.
+  --big N   (a separate call) the graph of N nodes, products' degree, on --nproc GPUs: every rank
+            draws it on its GPU and keeps its piece (local_graph_from_edges), 5 epochs; then the same
+            graph on one GPU, expected to run out of memory
+Results: <out>/dist_h200.json (everything, per-epoch figures included) and <out>/dist_h200.csv;
+--big: <out>/dist_h200_big.json.
 """
 from __future__ import annotations
 
@@ -112,6 +116,96 @@ def rank_job(rank, world, cfg):
     return out
 
 
+def big_job(rank, world, cfg):
+    """One rank of the too-big graph: draw the whole graph on this rank's GPU (every rank draws
+    the same one: checked), keep this rank's piece (built on the GPU), free the rest, train."""
+    import torch
+    import torch.distributed as dist
+
+    import gnnsparse.distributed as gd
+    from gnnsparse.train.data import synthetic_torch
+    from gnnsparse.train.dist import fit
+
+    cuda = cfg["device"] == "cuda"
+    dev = torch.device("cuda", rank) if cuda else torch.device("cpu")
+    t0 = time.perf_counter()
+    d = synthetic_torch(**cfg["sizes"], seed=cfg["seed"], device=dev, numpy=False)
+    n, E = d.num_nodes, d.num_edges
+    fp = (E, int(d.edge_index[0, ::9973].sum()), int(d.y.sum()))
+    fps = [None] * world
+    dist.all_gather_object(fps, fp)
+    if any(f != fps[0] for f in fps):
+        raise RuntimeError(f"the ranks drew different graphs: {fps}")
+    gen_s = time.perf_counter() - t0
+    w = torch.bincount(d.edge_index[1], minlength=n) + 1
+    cum = torch.cumsum(w, 0).cpu().numpy()
+    cuts = np.searchsorted(cum, cum[-1] * np.arange(1, world) / world)
+    bounds = np.concatenate([[0], cuts, [n]]).astype(np.int64)
+    for r in range(1, world):
+        bounds[r] = min(max(bounds[r], bounds[r - 1] + 1), n - (world - r))
+    piece = gd.local_graph_from_edges(d.edge_index, n, bounds, rank, self_loops=cfg["model"] == "gat")
+    lo, hi = int(bounds[rank]), int(bounds[rank + 1])
+    splits = {}
+    for k, idx in zip(("train", "val", "test"), (d.train_idx, d.val_idx, d.test_idx)):
+        splits[k] = idx[(idx >= lo) & (idx < hi)] - lo
+    inp = dict(piece=piece, x=d.x[lo:hi].cpu().numpy(), y=d.y[lo:hi].cpu().numpy(), splits=splits,
+               totals=dict(train=len(d.train_idx), val=len(d.val_idx), test=len(d.test_idx)),
+               num_classes=int(d.y.max()) + 1)
+    del d, w
+    gc.collect()
+    if cuda:
+        torch.cuda.empty_cache()
+    piece_s = time.perf_counter() - t0 - gen_s
+    out = fit(rank, world, cfg, inp, "fp32")
+    out["info"].update(nodes=n, edges=E, generate_s=gen_s, piece_s=piece_s)
+    return out
+
+
+def big_run(args, report) -> int:
+    """--big N: train the graph of N nodes (products' degree) on nproc GPUs, then try it on one."""
+    import torch
+
+    import gnnsparse.distributed as gd
+    from gnnsparse.train.data import PRODUCTS, synthetic_torch
+
+    cuda = args.device == "cuda"
+    model = args.models.split(",")[0]
+    N = int(args.big)
+    sizes = dict(num_nodes=N, num_edges=int(N * PRODUCTS["num_edges"] / PRODUCTS["num_nodes"]),
+                 num_features=PRODUCTS["num_features"], num_classes=PRODUCTS["num_classes"])
+    epochs = args.epochs or (3 if args.smoke else 5)
+    cfg = dict(device=args.device, model=model, sizes=sizes, epochs=epochs, hidden=32 if args.smoke else 128,
+               heads=4, seed=0, lr=0.01, weight_decay=0.0, dropout=0.5, eval_every=epochs, log_every=0)
+    b = report["big"] = dict(model=model, sizes=sizes, epochs=epochs)
+    t = time.perf_counter()
+    try:
+        outs = gd.spawn(big_job, args.nproc, args=(cfg,), device=args.device, timeout=300)
+    except Exception as e:  # noqa: BLE001
+        report["errors"].append(f"big x{args.nproc}: {type(e).__name__}: {e}")
+        traceback.print_exc()
+        return 1
+    info = [o["info"] for o in outs]
+    r = outs[0]["result"]
+    b["dist"] = dict(result=r.summary(), ranks=info, seconds=time.perf_counter() - t)
+    log(f"big {model}: {info[0]['nodes']:,} nodes, {info[0]['edges']:,} edges on {args.nproc} "
+        f"{'GPUs' if cuda else 'processes'}: {r.median_epoch_ms:.1f} ms/epoch, test {100 * r.best_val_test:.2f} % "
+        f"after {epochs} epochs, peak per GPU {[round((q['peak_mem'] or 0) / GIB, 2) for q in info]} GiB "
+        f"(drawn in {info[0]['generate_s']:.1f} s, piece in {info[0]['piece_s']:.1f} s)")
+    if cuda and not args.no_single:
+        # the same graph on one GPU: expected to run out of memory
+        t = time.perf_counter()
+        try:
+            data = synthetic_torch(**sizes, seed=0, device=torch.device("cuda", 0))
+            torch.cuda.empty_cache()
+            s = single(data, model, torch.device("cuda", 0), 2, cfg["hidden"], 4, 0)
+            b["single"] = dict(fits=True, peak_mem=s.peak_mem, median_epoch_ms=s.median_epoch_ms)
+            log(f"big {model} on 1 GPU: it fits after all (peak {s.peak_mem / GIB:.1f} GiB)")
+        except torch.OutOfMemoryError as e:
+            b["single"] = dict(fits=False, error=str(e).splitlines()[0], seconds=time.perf_counter() - t)
+            log(f"big {model} on 1 GPU: out of memory, as planned ({str(e).splitlines()[0][:160]})")
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="dist-h200", help="directory for dist_h200.json / .csv")
@@ -123,6 +217,10 @@ def main(argv=None) -> int:
     p.add_argument("--smoke", action="store_true", help="tiny sizes: every path runs in a minute")
     p.add_argument("--cut-parts", default="8,64", help="edge cut of a range partition into these part counts")
     p.add_argument("--budget", type=float, default=330.0, help="seconds after which optional sections are skipped")
+    p.add_argument("--big", metavar="NODES", help="only train a graph of NODES nodes (products' average degree, "
+                   "the first of --models) on --nproc GPUs, each drawing the graph on its GPU and keeping its piece, "
+                   "then try it on one GPU (the plan of a normal run prints the size that needs two)")
+    p.add_argument("--no-single", action="store_true", help="--big: skip the one-GPU attempt")
     args = p.parse_args(argv)
 
     import torch
@@ -151,6 +249,15 @@ def main(argv=None) -> int:
                   epochs=epochs, hidden=hidden, heads=heads, models={}, errors=[])
     log(f"{report['device']} x{report['gpus']}, torch {torch.__version__}, gnnsparse {report['gnnsparse']}, "
         f"NCCL_NVLS_ENABLE={os.environ.get('NCCL_NVLS_ENABLE')}")
+
+    if args.big:
+        rc = big_run(args, report)
+        with open(os.path.join(args.out, "dist_h200_big.json"), "w") as f:
+            json.dump(report, f, indent=1, default=str)
+        for e in report["errors"]:
+            print("ERROR", e)
+        log(f"done; {os.path.join(args.out, 'dist_h200_big.json')}")
+        return rc or (1 if report["errors"] else 0)
 
     sizes = dict(num_nodes=max(200, int(PRODUCTS["num_nodes"] * scale)),
                  num_edges=max(1000, int(PRODUCTS["num_edges"] * scale)),
@@ -256,7 +363,7 @@ def main(argv=None) -> int:
         log(f"{model} plan: one GPU holds up to {n1:,.0f} nodes ({n1 / N:.1f}x this graph); {args.nproc} GPUs up to "
             f"{n2:,.0f}; a graph of {target:,.0f} nodes / {target * E / N:,.0f} edges needs 2 GPUs "
             f"(1 GPU: {target * per_node / GIB:.0f} GiB > {usable / GIB:.0f}; 2 GPUs: {peak2 * target / N / GIB:.0f} "
-            f"GiB each)")
+            f"GiB each); train it: python3 tools/dist_h200.py --out DIR --big {int(target)} --models {model}")
     if args.cut_parts and time.perf_counter() - T0 < args.budget:
         from gnnsparse.train.dist import graph_of
 

@@ -15,7 +15,8 @@ docs/distributed.md has the design and the measurements.
 """
 from .launch import default_backend, spawn
 from .ops import DistGraph, fusedmm, gcn_norm, sddmm, spmm
-from .partition import METHODS, LocalGraph, Partition, assemble, edge_cut, local_graph, local_graphs, partition
+from .partition import (METHODS, LocalGraph, Partition, assemble, edge_cut, local_graph, local_graph_from_edges,
+                        local_graphs, partition)
 
 __all__ = ["partition", "Partition", "LocalGraph", "local_graph", "local_graphs", "assemble", "edge_cut", "METHODS",
-           "DistGraph", "spmm", "sddmm", "fusedmm", "gcn_norm", "spawn", "default_backend"]
+           "DistGraph", "spmm", "sddmm", "fusedmm", "gcn_norm", "spawn", "default_backend", "local_graph_from_edges"]

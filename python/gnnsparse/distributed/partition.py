@@ -21,7 +21,7 @@ from typing import List, Optional, Sequence, Union
 
 import numpy as np
 
-__all__ = ["Partition", "LocalGraph", "partition", "local_graphs", "local_graph", "assemble", "edge_cut", "METHODS"]
+__all__ = ["Partition", "LocalGraph", "partition", "local_graphs", "local_graph", "assemble", "edge_cut", "local_graph_from_edges", "METHODS"]
 
 METHODS = ("range", "rcm", "metis")
 
@@ -304,3 +304,55 @@ def edge_cut(A, part: Partition) -> dict:
     halo = np.diff(starts)
     return dict(nparts=part.nparts, method=part.method, edges=int(col.shape[0]), cut_edges=cut_edges,
                 halo_rows=[int(h) for h in halo], halo_rows_total=int(halo.sum()))
+
+
+def local_graph_from_edges(edge_index, num_nodes: int, bounds, rank: int, *, self_loops: bool = False) -> LocalGraph:
+    """Rank `rank`'s LocalGraph of a range partition (`bounds`, identity relabelling), built with
+    torch on the edge list's device: for a graph generated or loaded on a GPU that the host could
+    not partition in time. The graph is the CSR `gnnsparse.CSR.from_edge_index(edge_index)` builds
+    (one row per target, edges stably sorted by target); self_loops: first drop the loops, then
+    append one per node (what `gnnsparse train` does for GAT). Field for field what
+    local_graph(that CSR, Partition(identity, bounds), rank) gives (tested)."""
+    import torch
+
+    n = int(num_nodes)
+    bounds = np.asarray(bounds, dtype=np.int64)
+    P = bounds.shape[0] - 1
+    if not 0 <= rank < P or bounds[0] != 0 or bounds[-1] != n or np.any(np.diff(bounds) < 1):
+        raise ValueError(f"bounds must rise from 0 to {n} with at least one row per part, and rank lie in [0, {P})")
+    src, dst = edge_index[0].to(torch.int64), edge_index[1].to(torch.int64)
+    dev = src.device
+    if self_loops:
+        keep = src != dst
+        loops = torch.arange(n, device=dev)
+        src, dst = torch.cat([src[keep], loops]), torch.cat([dst[keep], loops])
+    tb = torch.from_numpy(bounds).to(dev)
+    lo, hi = int(bounds[rank]), int(bounds[rank + 1])
+    # CSR order of the whole graph: stable by target; global positions give edge_ids
+    order = torch.argsort(dst, stable=True)
+    deg_all = torch.bincount(dst, minlength=n)
+    start = torch.cumsum(deg_all, 0) - deg_all
+    mine = order[start[lo]:start[lo] + int(deg_all[lo:hi].sum())] if hi > lo else order[:0]
+    s_m = src.index_select(0, mine)
+    edge_ids = torch.arange(int(start[lo]), int(start[lo]) + mine.numel(), device=dev)
+    rowptr = torch.zeros(hi - lo + 1, dtype=torch.int64, device=dev)
+    rowptr[1:] = torch.cumsum(deg_all[lo:hi], 0)
+    is_local = (s_m >= lo) & (s_m < hi)
+    halo = torch.unique(s_m[~is_local])  # sorted
+    col = torch.where(is_local, s_m - lo, torch.zeros_like(s_m))
+    if halo.numel():
+        col[~is_local] = (hi - lo) + torch.searchsorted(halo, s_m[~is_local])
+    recv_counts = torch.bincount(torch.searchsorted(tb, halo, right=True) - 1, minlength=P) if halo.numel() \
+        else torch.zeros(P, dtype=torch.int64, device=dev)
+    # what the others read from this rank: (reader, source) pairs with the source here
+    owned = (src >= lo) & (src < hi)
+    reader = torch.searchsorted(tb, dst[owned], right=True) - 1
+    so = src[owned]
+    remote = reader != rank
+    key = torch.unique(reader[remote] * n + so[remote])
+    send_reader, send_node = key // n, key % n
+    send_counts = torch.bincount(send_reader, minlength=P)
+    cpu = lambda t: t.cpu().numpy().astype(np.int64)  # noqa: E731
+    halo_np = cpu(halo)
+    return LocalGraph(rank, P, lo, hi, np.arange(lo, hi, dtype=np.int64), cpu(rowptr), cpu(col), None, cpu(edge_ids),
+                      halo_np, halo_np, cpu(recv_counts), cpu(send_counts), cpu(send_node - lo))

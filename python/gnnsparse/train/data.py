@@ -111,10 +111,11 @@ def synthetic(num_nodes: int, num_edges: int, num_features: int, num_classes: in
 
 def synthetic_torch(num_nodes: int, num_edges: int, num_features: int, num_classes: int, seed: int = 0, *,
                     device="cuda", homophily: float = 0.65, signal: float = 0.4, label_noise: float = 0.15,
-                    degree_tail: float = 2.2, name: Optional[str] = None) -> NodeData:
+                    degree_tail: float = 2.2, name: Optional[str] = None, numpy: bool = True) -> NodeData:
     """The model of `synthetic`, drawn with torch on `device` (a GPU draws a products-sized graph in
     seconds; NumPy takes minutes). Its random streams differ from `synthetic`'s, so the graph is
-    another draw of the same model; deterministic for a seed and device type. Returns NumPy arrays."""
+    another draw of the same model; deterministic for a seed and device type. NumPy arrays, or
+    with numpy=False edge_index, x and y as torch tensors left on the device (the split is NumPy)."""
     import torch
 
     if num_nodes <= 0 or num_classes <= 0 or num_features <= 0 or num_edges < 0:
@@ -155,17 +156,20 @@ def synthetic_torch(num_nodes: int, num_edges: int, num_features: int, num_class
     pairs = torch.unique(a * n + b)
     a, b = pairs // n, pairs % n
     del pairs
-    edge_index = torch.stack([torch.cat([a, b]), torch.cat([b, a])]).cpu().numpy()
+    edge_index = torch.stack([torch.cat([a, b]), torch.cat([b, a])])
     del a, b
     gx = torch.Generator(device=dev)
     gx.manual_seed(int(seed) + 1)
     mu = torch.randn(C, num_features, generator=gx, dtype=torch.float32, device=dev) / float(np.sqrt(np.sqrt(num_features)))
-    x = (signal * mu[cls] + torch.randn(n, num_features, generator=gx, dtype=torch.float32, device=dev)).cpu().numpy()
+    x = signal * mu[cls] + torch.randn(n, num_features, generator=gx, dtype=torch.float32, device=dev)
     y = cls.clone()
     noisy = rand(n) < label_noise
     y[noisy] = torch.randint(0, C, (int(noisy.sum()),), generator=g, device=dev)
     tr, va, te = _split(np.random.default_rng(seed), n)
-    return NodeData(name or f"synthetic-{n} (torch)", edge_index.astype(np.int64), x, y.cpu().numpy().astype(np.int64),
+    name = name or f"synthetic-{n} (torch)"
+    if not numpy:
+        return NodeData(name, edge_index, x, y, tr, va, te)
+    return NodeData(name, edge_index.cpu().numpy().astype(np.int64), x.cpu().numpy(), y.cpu().numpy().astype(np.int64),
                     tr, va, te)
 
 
