@@ -62,7 +62,8 @@ def spawn(fn: Callable[..., Any], nproc: int, args: tuple = (), *, device: str =
     outdir = tempfile.mkdtemp(prefix="gnnsparse-dist-")
     try:
         init = "file://" + os.path.join(outdir, "rendezvous")
-        mp.spawn(_worker, args=(fn, nproc, init, backend, outdir, threads, float(timeout), args), nprocs=nproc, join=True)
+        mp.spawn(_worker, args=(fn, nproc, init, backend, outdir, threads, float(timeout), args), nprocs=nproc,
+                 join=True)
         return [torch.load(os.path.join(outdir, f"rank{r}.pt"), weights_only=False) for r in range(nproc)]
     finally:
         shutil.rmtree(outdir, ignore_errors=True)

@@ -21,7 +21,8 @@ from typing import List, Optional, Sequence, Union
 
 import numpy as np
 
-__all__ = ["Partition", "LocalGraph", "partition", "local_graphs", "local_graph", "assemble", "edge_cut", "local_graph_from_edges", "METHODS"]
+__all__ = ["Partition", "LocalGraph", "partition", "local_graphs", "local_graph", "assemble", "edge_cut",
+           "local_graph_from_edges", "METHODS"]
 
 METHODS = ("range", "rcm", "metis")
 
@@ -141,7 +142,7 @@ def _csr_arrays(A):
     return rowptr.astype(np.int64, copy=False), col.astype(np.int64, copy=False), val, n
 
 
-def _order(method, rowptr, col, n, nparts, seed):
+def _order(method, rowptr, col, n, nparts):
     """new id -> original id, and (for a partition by assignment) the part of every new id."""
     if isinstance(method, np.ndarray) or isinstance(method, (list, tuple)):
         parts = np.asarray(method)
@@ -179,7 +180,7 @@ def _order(method, rowptr, col, n, nparts, seed):
     raise ValueError(f"method must be one of {', '.join(METHODS)} or an (n,) array of part ids; got {method!r}")
 
 
-def partition(A, nparts: int, method: Union[str, Sequence[int], np.ndarray] = "range", *, seed: int = 0) -> Partition:
+def partition(A, nparts: int, method: Union[str, Sequence[int], np.ndarray] = "range") -> Partition:
     """Split the nodes of the square graph A into `nparts` contiguous ranges of a relabelling.
 
     method: "range" (ids as they are), "rcm" (reverse Cuthill-McKee order of the symmetrized
@@ -193,7 +194,7 @@ def partition(A, nparts: int, method: Union[str, Sequence[int], np.ndarray] = "r
     rowptr, col, _, n = _csr_arrays(A)
     if nparts > n:
         raise ValueError(f"cannot split {n} nodes into {nparts} parts (every rank needs at least one row)")
-    perm, name, parts = _order(method, rowptr, col, n, nparts, seed)
+    perm, name, parts = _order(method, rowptr, col, n, nparts)
     if perm.shape != (n,) or not np.array_equal(np.sort(perm), np.arange(n)):
         raise RuntimeError("partition: the ordering is not a permutation of the nodes")  # pragma: no cover
     inv = np.empty(n, dtype=np.int64)

@@ -405,7 +405,8 @@ def _train_distributed(args, console, device, epochs: int, hidden: int) -> dict:
                size=getattr(args, "size", "arxiv"), seed=args.seed, epochs=epochs, hidden=hidden, heads=args.heads,
                lr=args.lr, weight_decay=args.weight_decay, dropout=args.dropout, wire=args.halo,
                partition=args.partition, log_every=args.log_every or (1 if epochs <= 50 else 10))
-    _print(console, f"training on {args.nproc} processes ({'NCCL, one GPU each' if device.type == 'cuda' else 'gloo, CPU'}"
+    how = "NCCL, one GPU each" if device.type == "cuda" else "gloo, CPU"
+    _print(console, f"training on {args.nproc} processes ({how}"
                     f"), {args.partition} partition, {args.halo} halo exchange")
     results: dict = {}
     ranks = []

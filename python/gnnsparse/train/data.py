@@ -160,7 +160,8 @@ def synthetic_torch(num_nodes: int, num_edges: int, num_features: int, num_class
     del a, b
     gx = torch.Generator(device=dev)
     gx.manual_seed(int(seed) + 1)
-    mu = torch.randn(C, num_features, generator=gx, dtype=torch.float32, device=dev) / float(np.sqrt(np.sqrt(num_features)))
+    mu = torch.randn(C, num_features, generator=gx, dtype=torch.float32, device=dev)
+    mu = mu / float(np.sqrt(np.sqrt(num_features)))
     x = signal * mu[cls] + torch.randn(n, num_features, generator=gx, dtype=torch.float32, device=dev)
     y = cls.clone()
     noisy = rand(n) < label_noise

@@ -192,7 +192,8 @@ def fit(rank: int, world: int, cfg: dict, inp: dict, wire: str) -> dict:
         res.losses.append(float(cnt[3]))
         le = cfg.get("log_every")
         if rank == 0 and le and ((epoch + 1) % le == 0 or epoch == 0 or last):
-            print(f"x{world} {wire} {epoch + 1:4d}  loss {res.losses[-1]:.4f}  acc train {100 * res.train_acc[-1]:4.1f} "
+            print(f"x{world} {wire} {epoch + 1:4d}  loss {res.losses[-1]:.4f}  "
+                  f"acc train {100 * res.train_acc[-1]:4.1f} "
                   f"val {100 * res.val_acc[-1]:4.1f} test {100 * res.test_acc[-1]:4.1f}  {res.epoch_ms[-1]:7.1f} ms",
                   flush=True)
     if cuda:
