@@ -136,20 +136,21 @@ def test_int8_wire_format():
 
 
 # ---------------------------------------------------------------- distributed ops (spawned)
-def _ops_worker(rank, world, method, full):
+def _ops_worker(rank, world, method, full, device="cpu"):
     import gnnsparse.torch as gst
 
+    dev = torch.device("cuda", rank) if device == "cuda" else torch.device("cpu")
     A = small_graph()
     n = A.shape[0]
     part = gd.partition(A, world, method)
     piece = gd.local_graph(A, part, rank)
-    dg = gd.DistGraph(piece)
-    nodes = torch.from_numpy(part.nodes(rank))
-    eids = torch.from_numpy(piece.edge_ids)
+    dg = gd.DistGraph(piece, dev)
+    nodes = torch.from_numpy(part.nodes(rank)).to(dev)
+    eids = torch.from_numpy(piece.edge_ids).to(dev)
     gen = torch.Generator().manual_seed(7)
-    X = torch.randn(n, 6, generator=gen)
-    Y = torch.randn(n, 6, generator=gen)
-    G = torch.randn(n, 6, generator=gen)
+    X = torch.randn(n, 6, generator=gen).to(dev)
+    Y = torch.randn(n, 6, generator=gen).to(dev)
+    G = torch.randn(n, 6, generator=gen).to(dev)
     out = {"fwd_bitwise": {}, "grad_err": {}, "rank": rank}
 
     def both(fn_dist, fn_single, inputs, grad_rows=True):
@@ -159,7 +160,7 @@ def _ops_worker(rank, world, method, full):
         loc = [t[nodes].clone().requires_grad_() for t in inputs]
         yd = fn_dist(*loc)
         ref = ys[nodes] if grad_rows else ys[eids]
-        gw = torch.randn(ys.shape, generator=torch.Generator().manual_seed(3))
+        gw = torch.randn(ys.shape, generator=torch.Generator().manual_seed(3)).to(dev)
         (ys * gw).sum().backward()
         (yd * (gw[nodes] if grad_rows else gw[eids])).sum().backward()
         errs = [float((a.grad[nodes] - b.grad).abs().max() / a.grad.abs().max().clamp_min(1e-30))
@@ -175,7 +176,7 @@ def _ops_worker(rank, world, method, full):
         xs, ys_ = (X, Y) if op == "dot" else (X[:, :2], Y[:, :2])
         out["fwd_bitwise"][f"sddmm {op}"], out["grad_err"][f"sddmm {op}"] = both(
             lambda x, y: gd.sddmm(dg, x, y, op), lambda x, y: gst.sddmm(A, x, y, op), [xs, ys_], grad_rows=False)
-    Z = torch.randn(n, 2, 3, generator=gen)
+    Z = torch.randn(n, 2, 3, generator=gen).to(dev)
     out["fwd_bitwise"]["fusedmm gat"], out["grad_err"]["fusedmm gat"] = both(
         lambda a, b, z: gd.fusedmm(dg, a, b, z, "add", "leaky_relu_softmax", 0.2),
         lambda a, b, z: gst.fusedmm(A, a, b, z, "add", "leaky_relu_softmax", 0.2), [X[:, :2], Y[:, :2], Z])
@@ -186,7 +187,7 @@ def _ops_worker(rank, world, method, full):
     # GCN normalization: the normalized graph's SpMM equals the single-process one
     dgn = gd.gcn_norm(dg)
     out["fwd_bitwise"]["gcn_norm spmm"], out["grad_err"]["gcn_norm spmm"] = both(
-        lambda x: gd.spmm(dgn, x), lambda x: gst.spmm(gst.gcn_norm(A), x), [X])
+        lambda x: gd.spmm(dgn, x), lambda x: gst.spmm(gst.gcn_norm(A, like=dev), x), [X])
     # determinism: the same backward twice gives the same bits
     grads = []
     for _ in range(2):
@@ -212,9 +213,16 @@ def _ops_worker(rank, world, method, full):
     return out
 
 
-@pytest.mark.parametrize("world,method,full", [(2, "range", True), (3, "rcm", False)])
-def test_distributed_ops_match_single_process(world, method, full):
-    res = gd.spawn(_ops_worker, world, args=(method, full), threads=1)
+def _two_cuda_devices():
+    return torch.cuda.is_available() and torch.cuda.device_count() >= 2 and bool(gs.available_backends().get("cuda"))
+
+
+@pytest.mark.parametrize("world,method,full,device", [
+    (2, "range", True, "cpu"), (3, "rcm", False, "cpu"),
+    pytest.param(2, "range", True, "cuda", marks=pytest.mark.skipif(not _two_cuda_devices(),
+                                                                      reason="needs 2 CUDA devices (NCCL)"))])
+def test_distributed_ops_match_single_process(world, method, full, device):
+    res = gd.spawn(_ops_worker, world, args=(method, full, device), threads=1, device=device)
     for r in res:
         bad = [k for k, v in r["fwd_bitwise"].items() if not v]
         assert not bad, f"rank {r['rank']}: forward not bitwise equal to the single-process op: {bad}"

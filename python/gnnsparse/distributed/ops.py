@@ -11,9 +11,11 @@ Exactness (fp32 wire format):
             single-process op on the whole (relabelled) graph, over bitwise the same feature
             values. The result is bitwise equal wherever the backend's summation order within a
             row depends only on that row: always for SDDMM (one value per edge) and on the CPU
-            (SYCL) backend (tested); on CUDA rows longer than the hub threshold (16x the average
-            row, at least 256) are cut into segments aligned to the matrix's global edge
-            positions, so such hub rows agree to fp32 accuracy only.
+            (SYCL) backend (tested). CUDA's launch plan depends on the matrix's average row
+            length (rows split over lane sets once it reaches 32, 64, ... edges; rows above the
+            hub threshold, 16x the average and at least 256, cut into segments aligned to global
+            edge positions): rows are bitwise equal when the piece and the whole graph get the
+            same plan and the row is no hub, else fp32-accurate.
   backward  the gradient of a node's features is summed over the edges of its column. One
             process sums them in one sequence (rows ascending); here each rank sums its rows'
             share, then the owner adds the shares in rank order (its own first, then the
