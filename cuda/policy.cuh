@@ -73,9 +73,9 @@ struct SpmmTuning {
   static constexpr int kBlockThreads = 256;        // 8 warps per block
   static constexpr int kRowMinBlocks = 3;          // fp32 sum/mean: >= 24 resident warps per SM
   static constexpr int kRowMinBlocksArg = 4;       // fp32 max/min, vector path: >= 32
-  static constexpr int kRowMinBlocksWide = 2;      // fp32 scalar path: >= 16
+  static constexpr int kRowMinBlocksWide = 2;      // fp32 max/min, scalar path: >= 16
   static constexpr int kColVecsPerLane = 2;        // vectors of V columns each lane owns (V > 1)
-  static constexpr int kScalarColsPerLane = 8;     // columns each lane owns on the scalar path
+  static constexpr int kScalarColsPerLane = 5;     // columns each lane owns on the scalar path
   static constexpr int kArgVecsPerLane = 1;        // vectors per lane for max / min (vector path)
   static constexpr int kLoadBudget = 32;           // elements a lane keeps in flight -> edge unroll
   static constexpr int kMaxUnroll = 4;
@@ -84,13 +84,13 @@ struct SpmmTuning {
   static constexpr int64_t kWarpRowMin = 32;       // longer rows get a whole warp (when P == 1)
 };
 
-// Vectors each lane owns: 16-byte vectors (V > 1) two per lane; on the scalar path (V = 1: C not
-// a multiple of the vector width, so X rows are only element-aligned) eight columns per lane, so
-// a row's group stays narrow (C = 33: 8 lanes, 4 rows per warp, instead of a warp per row and a
-// second column tile for the tail) and each lane keeps as many loads in flight as on the vector
-// path.
-// max / min on the vector path hold one vector per lane (value + int32 arg registers stay few, so
-// the kernel keeps kRowMinBlocksArg blocks resident without spilling; the group doubles instead).
+// Vectors each lane owns. Vector path (V > 1, 16-byte loads): two per lane for sum / mean; one
+// for max / min (value + int32 arg registers stay few, so kRowMinBlocksArg blocks stay resident
+// without spilling; the group doubles instead). Scalar path (V = 1: C is not a multiple of the
+// vector width, so X rows are only element-aligned and 16-byte loads would fault): five columns
+// per lane at stride Gc, so a row's group stays narrow (C = 33: 8 lanes and 4 rows per warp, not a
+// warp per row; C = 65 / 129: one column tile, not a second one for the last column) and the
+// kernel fits kRowMinBlocks blocks.
 template <int V, bool Arg = false> constexpr int spmm_cols_per_lane() {
   return V == 1 ? SpmmTuning::kScalarColsPerLane
                 : (Arg ? SpmmTuning::kArgVecsPerLane : SpmmTuning::kColVecsPerLane);

@@ -225,14 +225,15 @@ spmm_segment_kernel(const I* __restrict__ rowptr, const I* __restrict__ col,
 }
 
 // Resident blocks the row kernel asks the register allocator for (fp32 features only: the
-// others are left free, as their wider vectors spill under these caps): kRowMinBlocks (<= 80
-// registers) for sum / mean on the vector path, kRowMinBlocksArg (<= 64) for max / min (one
-// vector per lane), kRowMinBlocksWide (<= 128) on the scalar path (eight columns per lane).
+// others are left free, as their wider vectors spill under these caps), each the most that
+// compiles without spilling for sm_90: kRowMinBlocks (<= 80 registers) for sum / mean, vector
+// and scalar path; kRowMinBlocksArg (<= 64) for max / min on the vector path (one vector per
+// lane); kRowMinBlocksWide (<= 128) for max / min on the scalar path.
 template <class T, Reduce R, int V> constexpr int spmm_row_min_blocks() {
   if constexpr (!std::is_same_v<T, float>) return 1;
+  else if constexpr (!has_arg(R)) return SpmmTuning::kRowMinBlocks;
   else if constexpr (V == 1) return SpmmTuning::kRowMinBlocksWide;
-  else if constexpr (has_arg(R)) return SpmmTuning::kRowMinBlocksArg;
-  else return SpmmTuning::kRowMinBlocks;
+  else return SpmmTuning::kRowMinBlocksArg;
 }
 
 // One group of G = Gc * P lanes per row: Gc lanes split the columns, P lane sets split the

@@ -216,11 +216,16 @@ def test_metis_parts(rng):
 
 
 @pytest.mark.parametrize("method", ["rcm", "degree"])
-def test_cuda_graph_commutes_bitwise(rng, method):
+@pytest.mark.parametrize("hub", [0, 700])
+def test_cuda_graph_commutes(rng, method, hub):
+    """Bitwise on the CUDA backend for rows reduced in one pass. A hub row (longer than the hub
+    threshold, max(256, 16x the mean)) is cut into segments at fixed positions of the whole edge
+    array, so when the reordering moves it its sum may be grouped differently: max / min stay
+    bitwise (order-free values, ties to the first edge), sums agree to rounding."""
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available() or not gs.available_backends().get("cuda"):
         pytest.skip("no CUDA device / backend")
-    A = _square(rng, 2000, mean_deg=8.0, hub=700)
+    A = _square(rng, 2000, mean_deg=8.0, hub=hub)
     dev = torch.device("cuda")
     Ad = gs.CSR(torch.from_numpy(np.array(A.rowptr)).to(dev), torch.from_numpy(np.array(A.col)).to(dev),
                 torch.from_numpy(np.array(A.val)).to(dev), A.shape)
@@ -231,5 +236,7 @@ def test_cuda_graph_commutes_bitwise(rng, method):
         for reduce in ("sum", "max"):
             Y = gs.spmm(Ad, X, reduce)
             Yb = gs.spmm(B, permute(X, perm), reduce)
-            Y, Yb = (Y[0], Yb[0]) if isinstance(Y, tuple) else (Y, Yb)
-            assert torch.equal(Yb.view(torch.int32), permute(Y, perm).view(torch.int32))
+            if hub and reduce == "sum":
+                torch.testing.assert_close(Yb, permute(Y, perm), rtol=1e-5, atol=1e-5)
+            else:
+                assert torch.equal(Yb.view(torch.int32), permute(Y, perm).view(torch.int32))

@@ -14,8 +14,11 @@ B[i, j] = A[perm[i], perm[j]], features follow as X[perm] and results go back wi
 Edge order: row i of B holds the entries of row perm[i] of A in the same order (only their column
 ids are renamed), so every reduction visits the same messages in the same order and the results
 are bitwise those of A, permuted (sum and mean included; max/min args are positions in B: map
-them with `B.edge_perm_from` -> position in A). Rows of B are therefore not column-sorted unless
-`sort_columns=True` (then sums may differ from A's in the last bits).
+them with `B.edge_perm_from` -> position in A). One exception on the CUDA backend: a hub row
+(longer than max(256, 16x the mean row)) is cut into segments at fixed positions of the whole
+edge array, so when the reordering moves it its sum may be grouped differently and differ in the
+last bits (max/min stay bitwise). Rows of B are not column-sorted unless `sort_columns=True`
+(then sums may differ from A's in the last bits).
 
 Methods (all computed on the host, on the symmetrized pattern A + A^T; the result lives where A
 lives):
