@@ -297,8 +297,8 @@ class GraphMethods:
     # locality
     def reorder(self, method: str = "rcm", *, parts=None, sort_columns: bool = False):
         """(B, perm): this graph with its nodes renumbered for locality ("rcm", "degree" or "metis";
-        perm is new -> old). Features follow with gnnsparse._reorder.permute(X, perm), results go
-        back with unpermute(Y, perm); see gnnsparse._reorder."""
+        perm is new -> old). Features follow with gnnsparse.permute(X, perm), results go back
+        with gnnsparse.unpermute(Y, perm)."""
         from ._reorder import reorder as _reorder
 
         return _reorder(self, method, parts=parts, sort_columns=sort_columns)
