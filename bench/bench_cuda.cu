@@ -1,7 +1,12 @@
 // bench_cuda: gnnsparse CUDA kernels against cuSPARSE, same process, same inputs.
 //
-//   bench_cuda [--suite grid|graphs|all] [--csv out.csv] [--json out.json] [--reps 50]
-//              [--max-grid-nnz N] [--products] [--no-grid-fused] [--copy-gbs G]
+//   bench_cuda [--suite grid|graphs|issue|all] [--csv out.csv] [--json out.json] [--reps 50]
+//              [--max-grid-nnz N] [--products] [--no-grid-fused] [--copy-gbs G] [--repeats 10]
+//
+// --suite issue: the rows of the kernel targets (uniform n=1M e=10M: SpMM sum at C = 16, 32, 33,
+// 64, 65, 96, 128, 129, 160 against cuSPARSE; max with arg at C = 16, 32, 128 against our sum;
+// SDDMM dot K = 32, 128; the arxiv-sized graph), then a summary of the ratios the targets name
+// (odd width / next multiple of 32, max / sum). Ours is run --repeats times and compared bitwise.
 //
 // Method: every result is verified (ours against cuSPARSE, or FusedMM against our SDDMM followed
 // by our SpMM; max error relative to the output's magnitude) before it is timed; each timing is
@@ -63,6 +68,7 @@ using gnnsparse::SddmmOp;
   } while (0)
 
 static double g_copy_gbs = 0;  // device copy bandwidth (read + write), GB/s
+static int g_repeats = 2;      // runs of ours compared bitwise (first against each later one)
 static double g_l2_bytes = 0;  // L2 size of the device
 
 // ---- generation -----------------------------------------------------------------------------
@@ -535,10 +541,12 @@ static void bench_spmm(const std::string& suite, const std::string& name, CuSpar
   float* Yr = dalloc(A.M * N);
   auto ours = [&] { our_spmm(A, A.val, Reduce::sum, X, Y, nullptr, N); };
   ours();
-  our_spmm(A, A.val, Reduce::sum, X, Y2, nullptr, N);
-  CK(cudaDeviceSynchronize());
   Row r{suite, name, "spmm", A.M, A.K, N, A.nnz, 0, 0, "-", 0, 0, 0, true, true, true};
-  r.bitwise_ours = same_bits(Y, Y2, A.M * N * 4);
+  for (int rep = 1; rep < g_repeats; ++rep) {
+    our_spmm(A, A.val, Reduce::sum, X, Y2, nullptr, N);
+    CK(cudaDeviceSynchronize());
+    r.bitwise_ours = r.bitwise_ours && same_bits(Y, Y2, A.M * N * 4);
+  }
   if (with_ref) {
     r.ref_us = cusparse_spmm(cs, tm, A, X, Yr, N, r.ref_name, r.bitwise_ref);
     r.err = rel_err(Y, Yr, A.M * N);
@@ -549,7 +557,7 @@ static void bench_spmm(const std::string& suite, const std::string& name, CuSpar
   r.flops = 2.0 * A.nnz * N;
   report(r);
   // Unweighted and max-with-arg variants (ours only), for the graph suite.
-  if (suite == "graphs") {
+  if (suite == "graphs" || suite == "issue") {
     Row u = r;
     u.op = "spmm_nw";
     u.ref_us = 0;
@@ -557,14 +565,23 @@ static void bench_spmm(const std::string& suite, const std::string& name, CuSpar
     u.ours_us = tm.median_us([&] { our_spmm(A, nullptr, Reduce::sum, X, Y, nullptr, N); });
     u.bytes = csr_bytes(A, false) + gather_bytes(A.K, A.nnz, N) + A.M * N * 4.0;
     report(u);
-    int64_t* arg;
+    int64_t *arg, *arg2;
     CK(cudaMalloc(&arg, A.M * N * sizeof(int64_t)));
+    CK(cudaMalloc(&arg2, A.M * N * sizeof(int64_t)));
     Row m = u;
     m.op = "spmm_max";
+    our_spmm(A, nullptr, Reduce::max, X, Y, arg, N);
+    for (int rep = 1; rep < g_repeats; ++rep) {
+      our_spmm(A, nullptr, Reduce::max, X, Y2, arg2, N);
+      CK(cudaDeviceSynchronize());
+      m.bitwise_ours = m.bitwise_ours && same_bits(Y, Y2, A.M * N * 4) &&
+                       same_bits(arg, arg2, A.M * N * 8);
+    }
     m.ours_us = tm.median_us([&] { our_spmm(A, nullptr, Reduce::max, X, Y, arg, N); });
     m.bytes += A.M * N * 8.0;
     report(m);
     cudaFree(arg);
+    cudaFree(arg2);
   }
   cudaFree(X);
   cudaFree(Y);
@@ -582,6 +599,15 @@ static void bench_sddmm(const std::string& suite, const std::string& name, CuSpa
   ours();
   CK(cudaDeviceSynchronize());
   Row r{suite, name, "sddmm", A.M, A.K, F, A.nnz, 0, 0, "-", 0, 0, 0, true, true, true};
+  if (g_repeats > 1) {
+    float* E2 = dalloc(A.nnz);
+    for (int rep = 1; rep < g_repeats; ++rep) {
+      our_sddmm_dot(A, X, Yd, E2, F);
+      CK(cudaDeviceSynchronize());
+      r.bitwise_ours = r.bitwise_ours && same_bits(E, E2, A.nnz * 4);
+    }
+    cudaFree(E2);
+  }
   if (with_ref) {
     r.ref_us = cusparse_sddmm(cs, tm, A, X, Yd, Er, F, r.ref_name);
     r.err = rel_err(E, Er, A.nnz);
@@ -688,6 +714,54 @@ static void run_graphs(CuSparse& cs, Timer& tm, bool products) {
   }
 }
 
+static const Row* find_row(const std::string& name, const std::string& op, int64_t N) {
+  for (auto& r : g_rows)
+    if (r.name == name && r.op == op && r.N == N) return &r;
+  return nullptr;
+}
+
+// The rows the kernel targets name, then the ratios they are stated in.
+static void run_issue(CuSparse& cs, Timer& tm) {
+  {
+    Csr A = make_uniform(1000000, 10000000, 1);
+    for (int64_t C : {16, 32, 33, 64, 65, 96, 128, 129, 160})
+      bench_spmm("issue", "uniform_1M_10M", cs, tm, A, C);
+    for (int64_t F : {32, 128}) bench_sddmm("issue", "uniform_1M_10M", cs, tm, A, F);
+    A.free_all();
+  }
+  {
+    Csr A = make_uniform(169343, 2332486, 3);
+    bench_spmm("issue", "arxiv_169k_2.3M", cs, tm, A, 32);
+    bench_sddmm("issue", "arxiv_169k_2.3M", cs, tm, A, 32);
+    A.free_all();
+  }
+  printf("\ntargets (uniform_1M_10M unless named):\n");
+  for (int64_t C : {33, 65, 129}) {
+    const Row* o = find_row("uniform_1M_10M", "spmm", C);
+    const Row* n = find_row("uniform_1M_10M", "spmm", (C + 31) / 32 * 32);
+    if (o && n)
+      printf("  SpMM C=%-4lld time / C=%lld time   %.2fx   (target <= 1.15x)\n", (long long)C,
+             (long long)n->N, o->ours_us / n->ours_us);
+  }
+  for (int64_t C : {16, 32, 128}) {
+    const Row* m = find_row("uniform_1M_10M", "spmm_max", C);
+    const Row* s = find_row("uniform_1M_10M", "spmm", C);
+    if (m && s)
+      printf("  SpMM max+arg / sum C=%-4lld         %.2fx   (target <= 1.3x; the arg output adds %.0f%% bytes)\n",
+             (long long)C, m->ours_us / s->ours_us, 100.0 * (m->bytes / s->bytes - 1.0));
+  }
+  for (int64_t F : {32, 128}) {
+    const Row* d = find_row("uniform_1M_10M", "sddmm", F);
+    if (d)
+      printf("  SDDMM dot K=%-4lld  %.2fx cuSPARSE, %.0f%% of floor   (target >= 90%% of floor)\n",
+             (long long)F, d->ref_us / d->ours_us, 100.0 * floor_us(*d) / d->ours_us);
+  }
+  if (const Row* d = find_row("arxiv_169k_2.3M", "sddmm", 32))
+    printf("  SDDMM dot arxiv K=32  %.2fx cuSPARSE   (target >= 1.3x)\n", d->ref_us / d->ours_us);
+  if (const Row* d = find_row("arxiv_169k_2.3M", "spmm", 32))
+    printf("  SpMM arxiv C=32  %.2fx cuSPARSE   (target >= 1.3x)\n", d->ref_us / d->ours_us);
+}
+
 static void write_outputs(const std::string& csv, const std::string& json) {
   if (!csv.empty()) {
     FILE* f = fopen(csv.c_str(), "w");
@@ -763,6 +837,7 @@ int main(int argc, char** argv) {
     else if (a == "--products") products = true;
     else if (a == "--no-grid-fused") fused_grid = false;
     else if (a == "--copy-gbs") g_copy_gbs = std::atof(next().c_str());
+    else if (a == "--repeats") g_repeats = std::max(2, std::atoi(next().c_str()));
     else { fprintf(stderr, "unknown option %s\n", a.c_str()); return 2; }
   }
   const bool copy_given = g_copy_gbs > 0;
@@ -778,6 +853,7 @@ int main(int argc, char** argv) {
   CuSparse cs;
   Timer tm;
   tm.reps = reps;
+  if (suite == "issue") run_issue(cs, tm);
   if (suite == "graphs" || suite == "all") run_graphs(cs, tm, products);
   if (suite == "grid" || suite == "all") run_grid(cs, tm, max_grid_nnz, fused_grid);
   write_outputs(csv, json);

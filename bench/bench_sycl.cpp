@@ -74,7 +74,7 @@ Csr uniform_graph(long n, long e, std::mt19937_64 &rng) {
   return A;
 }
 
-Csr grid_matrix(long M, long K, double density, std::mt19937_64 &rng) {  // seed-000 style
+Csr grid_matrix(long M, long K, double density, std::mt19937_64 &rng) {  // the ESIMD paper's grid: nnz = M * round(density * K)
   std::bernoulli_distribution keep(density);
   std::normal_distribution<float> nd;
   Csr A;

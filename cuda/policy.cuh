@@ -20,6 +20,7 @@ inline int64_t pow2ceil(int64_t x) {
 struct SegmentTuning {
   static constexpr int64_t kMinSegment = 256;  // rows up to this length are never hubs
   static constexpr int64_t kHubFactor = 16;    // hub = row longer than 16x the average row
+  static constexpr int64_t kMaxHub = int64_t(1) << 30;  // cap on the hub threshold
   static constexpr int64_t kWorkspaceElems = int64_t(1) << 23;  // cap on partial-slot elements
   static constexpr int kFlagThreads = 256;         // hub flag kernel: block size
   static constexpr int64_t kFlagMaxBlocks = 1024;  // and grid cap (grid-stride loop)
@@ -34,9 +35,12 @@ struct SegmentPlan {
 };
 
 // Hub threshold: kHubFactor times the average row, at least kMinSegment, a power of two.
+// At most kMaxHub (2^30), so every row piece one group reduces has int32 edge offsets.
 inline int64_t hub_threshold(int64_t M, int64_t nnz) {
   const int64_t avg = M > 0 ? nnz / M : 0;
-  return std::max<int64_t>(SegmentTuning::kMinSegment, pow2ceil(avg * SegmentTuning::kHubFactor));
+  return std::min<int64_t>(SegmentTuning::kMaxHub,
+                           std::max<int64_t>(SegmentTuning::kMinSegment,
+                                             pow2ceil(avg * SegmentTuning::kHubFactor)));
 }
 
 // Segments start at `min_seg` nonzeros and double until the workspace fits under
@@ -68,7 +72,11 @@ inline int64_t combine_blocks(int64_t nsegments, int combine_threads) {
 struct SpmmTuning {
   static constexpr int kBlockThreads = 256;        // 8 warps per block
   static constexpr int kRowMinBlocks = 3;          // fp32 sum/mean: >= 24 resident warps per SM
-  static constexpr int kColVecsPerLane = 2;        // vectors of V columns each lane owns
+  static constexpr int kRowMinBlocksArg = 4;       // fp32 max/min, vector path: >= 32
+  static constexpr int kRowMinBlocksWide = 2;      // fp32 max/min, scalar path: >= 16
+  static constexpr int kColVecsPerLane = 2;        // vectors of V columns each lane owns (V > 1)
+  static constexpr int kScalarColsPerLane = 5;     // columns each lane owns on the scalar path
+  static constexpr int kArgVecsPerLane = 1;        // vectors per lane for max / min (vector path)
   static constexpr int kLoadBudget = 32;           // elements a lane keeps in flight -> edge unroll
   static constexpr int kMaxUnroll = 4;
   static constexpr int64_t kMinEdgesPerLane = 16;  // edge split only when each part keeps this many
@@ -76,8 +84,19 @@ struct SpmmTuning {
   static constexpr int64_t kWarpRowMin = 32;       // longer rows get a whole warp (when P == 1)
 };
 
-template <int V> constexpr int spmm_unroll() {
-  constexpr int u = SpmmTuning::kLoadBudget / (V * SpmmTuning::kColVecsPerLane);
+// Vectors each lane owns. Vector path (V > 1, 16-byte loads): two per lane for sum / mean; one
+// for max / min (value + int32 arg registers stay few, so kRowMinBlocksArg blocks stay resident
+// without spilling; the group doubles instead). Scalar path (V = 1: C is not a multiple of the
+// vector width, so X rows are only element-aligned and 16-byte loads would fault): five columns
+// per lane at stride Gc, so a row's group stays narrow (C = 33: 8 lanes and 4 rows per warp, not a
+// warp per row; C = 65 / 129: one column tile, not a second one for the last column) and the
+// kernel fits kRowMinBlocks blocks.
+template <int V, bool Arg = false> constexpr int spmm_cols_per_lane() {
+  return V == 1 ? SpmmTuning::kScalarColsPerLane
+                : (Arg ? SpmmTuning::kArgVecsPerLane : SpmmTuning::kColVecsPerLane);
+}
+template <int V, bool Arg = false> constexpr int spmm_unroll() {
+  constexpr int u = SpmmTuning::kLoadBudget / (V * spmm_cols_per_lane<V, Arg>());
   return u < 1 ? 1 : (u > SpmmTuning::kMaxUnroll ? SpmmTuning::kMaxUnroll : u);
 }
 
@@ -94,13 +113,14 @@ struct SpmmPlan {
 };
 
 inline SpmmPlan plan_spmm(int64_t M, int64_t nnz, int64_t C, int64_t max_deg, int elem_bytes,
-                          bool aligned) {
+                          bool aligned, bool arg) {
   SpmmPlan p;
   const int vfull = 16 / elem_bytes;
   p.vec = (aligned && C % vfull == 0) ? vfull : 1;
   const int64_t avg = M > 0 ? nnz / M : 0;
   const int64_t vecs = (C + p.vec - 1) / p.vec;
-  const int64_t per_lane = SpmmTuning::kColVecsPerLane;
+  const int64_t per_lane = p.vec == 1 ? spmm_cols_per_lane<1>()
+                                       : (arg ? SpmmTuning::kArgVecsPerLane : SpmmTuning::kColVecsPerLane);
   p.col_lanes = static_cast<int>(std::min<int64_t>(32, pow2ceil((vecs + per_lane - 1) / per_lane)));
   const int64_t cols_per_group = int64_t(p.col_lanes) * p.vec * per_lane;
   // Long average rows (dense-ish matrices): split each row's edges over P lane sets, so more
@@ -126,7 +146,9 @@ inline SpmmPlan plan_spmm(int64_t M, int64_t nnz, int64_t C, int64_t max_deg, in
 struct SddmmTuning {
   static constexpr int kBlockThreads = 256;
   static constexpr int kEdgesPerGroup = 32;
-  static constexpr int kUnroll = 4;  // edges in flight per group
+  static constexpr int kUnroll = 8;  // edges in flight per group; dot groups have >= kUnroll lanes
+  static constexpr int kUnrollWide = 4;  // the same for fp64 / fp16 / bf16 (register pressure)
+  static constexpr int kMinBlocksDot = 2;  // dot: >= 16 resident warps per SM (<= 128 registers)
 };
 struct SddmmPlan {
   int vec = 1;
@@ -142,7 +164,9 @@ inline SddmmPlan plan_sddmm(int64_t nnz, int64_t H, int64_t F, bool add, int ele
     p.group = static_cast<int>(std::min<int64_t>(32, pow2ceil(H)));
   } else {
     p.vec = (aligned && F % vfull == 0) ? vfull : 1;
-    p.group = static_cast<int>(std::min<int64_t>(32, pow2ceil((F + p.vec - 1) / p.vec)));
+    // at least kUnroll lanes: the transposed butterfly hands one edge to each lane set
+    p.group = static_cast<int>(std::min<int64_t>(
+        32, std::max<int64_t>(SddmmTuning::kUnroll, pow2ceil((F + p.vec - 1) / p.vec))));
   }
   const int64_t groups = (nnz + SddmmTuning::kEdgesPerGroup - 1) / SddmmTuning::kEdgesPerGroup;
   const int64_t groups_per_block = SddmmTuning::kBlockThreads / p.group;

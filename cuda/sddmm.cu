@@ -1,9 +1,12 @@
 // SDDMM: E[k, h] = <X[i, h, :], Y[col k, h, :]> (dot) or X[i, h] + Y[col k, h] (add).
 //
 // Schedule (policy.cuh, plan_sddmm): a group of G lanes per edge, lanes split F into 16-byte
-// vectors and finish with a butterfly sum inside the group; each group owns a fixed run of
-// kEdgesPerGroup consecutive edges (found by one binary search in rowptr, then a forward walk),
-// so hub rows spread over many groups for free. U edges are kept in flight per group.
+// vectors; each group owns a fixed run of kEdgesPerGroup consecutive edges (found by one binary
+// search in rowptr, then a forward walk), so hub rows spread over many groups for free. U edges
+// are kept in flight per group (the gathered Y rows are the traffic, 16-byte loads; the row
+// operand X is shared by consecutive edges and comes from L1), and their U dot products are
+// finished by one transposed butterfly (U - 1 shuffles, then log2(G / U) levels), each lane set
+// writing one edge's value. Fixed shuffle trees: bitwise reproducible.
 #include "common.cuh"
 #include "dispatch.cuh"
 #include "policy.cuh"
@@ -12,13 +15,15 @@
 namespace gnnsparse::cuda_detail {
 
 template <class T, class I, SddmmOp OP, int V>
-__global__ void __launch_bounds__(SddmmTuning::kBlockThreads)
+__global__ void __launch_bounds__(SddmmTuning::kBlockThreads,
+                                  OP == SddmmOp::dot && std::is_same_v<T, float> ? SddmmTuning::kMinBlocksDot : 1)
 sddmm_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const T* __restrict__ X,
              const T* __restrict__ Y, T* __restrict__ E, int64_t M, int64_t nnz, int64_t H,
              int64_t F, int G) {
   using A = typename AccOf<T>::type;
   constexpr int EPG = SddmmTuning::kEdgesPerGroup;
-  constexpr int U = SddmmTuning::kUnroll;
+  // fp32: kUnroll edges in flight; wider accumulators / vectors keep fewer (no spills uncapped)
+  constexpr int U = std::is_same_v<T, float> ? SddmmTuning::kUnroll : SddmmTuning::kUnrollWide;
   const int64_t g = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / G;
   const int sub = threadIdx.x % G;
   const int64_t k0 = g * EPG;
@@ -28,17 +33,17 @@ sddmm_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const T* _
   int64_t r = row_of(rowptr, M, k0);
   int64_t rend = __ldg(rowptr + r + 1);
   for (int64_t k = k0; k < k1; k += U) {
-    int64_t i[U], j[U];
+    I i[U], j[U];  // rows and columns in the index type (fewer registers for int32)
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t kk = k + u;
       if (kk < k1) {
         while (kk >= rend) { ++r; rend = __ldg(rowptr + r + 1); }
-        j[u] = static_cast<int64_t>(__ldg(col + kk));
+        j[u] = __ldg(col + kk);
       } else {
         j[u] = 0;
       }
-      i[u] = r;
+      i[u] = static_cast<I>(r);
     }
     if constexpr (OP == SddmmOp::dot) {
       for (int64_t h = 0; h < H; ++h) {
@@ -46,45 +51,42 @@ sddmm_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const T* _
 #pragma unroll
         for (int u = 0; u < U; ++u) p[u] = A(0);
         for (int64_t f = int64_t(sub) * V; f < F; f += int64_t(G) * V) {
-          A x[U][V], y[U][V];
+          A y[U][V];
+#pragma unroll
+          for (int u = 0; u < U; ++u)
+            if (k + u < k1) load_vec<T, V>(Y + (int64_t(j[u]) * H + h) * F + f, y[u]);
 #pragma unroll
           for (int u = 0; u < U; ++u) {
             if (k + u < k1) {
-              load_vec<T, V>(X + (i[u] * H + h) * F + f, x[u]);
-              load_vec<T, V>(Y + (j[u] * H + h) * F + f, y[u]);
-            }
-          }
+              // the row operand: consecutive edges mostly share a row, so this is an L1 hit
+              A x[V];
+              load_vec<T, V>(X + (int64_t(i[u]) * H + h) * F + f, x);
 #pragma unroll
-          for (int u = 0; u < U; ++u) {
-            if (k + u < k1) {
-#pragma unroll
-              for (int e = 0; e < V; ++e) p[u] += x[u][e] * y[u][e];
+              for (int e = 0; e < V; ++e) p[u] += x[e] * y[u][e];
             }
           }
         }
-        if (U == 4 && G >= 4) {
-          // Transposed butterfly: the first two levels exchange halves of the 4 partial sums
-          // (2 + 1 shuffles instead of 4 + 4), then one value per lane finishes the tree.
-          // Lane class (bit G/2, bit G/4) ends up holding edge u = 2 * bit(G/2) + bit(G/4).
-          const int h1 = G >> 1, h2 = G >> 2;
-          const bool l1 = (sub & h1) == 0, l2 = (sub & h2) == 0;
-          const A a0 = l1 ? p[0] : p[2], b0 = l1 ? p[2] : p[0];
-          const A a1 = l1 ? p[1] : p[3], b1 = l1 ? p[3] : p[1];
-          const A q0 = a0 + __shfl_xor_sync(mask, b0, h1);
-          const A q1 = a1 + __shfl_xor_sync(mask, b1, h1);
-          A r = (l2 ? q0 : q1) + __shfl_xor_sync(mask, l2 ? q1 : q0, h2);
-          for (int o = h2 >> 1; o > 0; o >>= 1) r += __shfl_xor_sync(mask, r, o);
-          const int u = (l1 ? 0 : 2) + (l2 ? 0 : 1);
-          if ((sub & (h2 - 1)) == 0 && k + u < k1) E[(k + u) * H + h] = from_acc<T>(r);
-        } else {
+        // Transposed butterfly (G >= U, both powers of two): at each of the first log2(U) levels a
+        // lane keeps the half of its partial sums its side of the exchange owns and adds the
+        // partner's copy of it, so U dot products cost U - 1 shuffles and end one per lane set;
+        // the remaining levels finish each sum. Lane set `base` holds edge k + base.
+        int base = 0, o = G >> 1;
 #pragma unroll
-          for (int u = 0; u < U; ++u) p[u] = group_sum(p[u], G, mask);
-          if (sub == 0) {
+        for (int half = U / 2; half >= 1; half >>= 1) {
+          const bool lo = (sub & o) == 0;
 #pragma unroll
-            for (int u = 0; u < U; ++u)
-              if (k + u < k1) E[(k + u) * H + h] = from_acc<T>(p[u]);
+          for (int q = 0; q < half; ++q) {
+            const A keep = lo ? p[q] : p[q + half];
+            const A send = lo ? p[q + half] : p[q];
+            p[q] = keep + __shfl_xor_sync(mask, send, o);
           }
+          base += lo ? 0 : half;
+          o >>= 1;
         }
+        A r = p[0];
+        for (; o > 0; o >>= 1) r += __shfl_xor_sync(mask, r, o);
+        // the G / U lanes that differ only in their low bits hold the same sum: the first writes
+        if ((sub & (G / U - 1)) == 0 && k + base < k1) E[(k + base) * H + h] = from_acc<T>(r);
       }
     } else {
       for (int64_t h = sub; h < H; h += G) {

@@ -22,8 +22,11 @@ struct SpmmAgent {
   using A = typename AccOf<T>::type;
   using VT = typename ValOf<T>::type;
   using Red = Reducer<A, R>;
-  static constexpr int TL = SpmmTuning::kColVecsPerLane;
-  static constexpr int U = spmm_unroll<V>();
+  static constexpr int TL = spmm_cols_per_lane<V, Red::kHasArg>();
+  static constexpr int U = spmm_unroll<V, Red::kHasArg>();
+  // max / min keep the winning edge as an int32 offset from the start of the range a group
+  // reduces (at most max(hub threshold, segment) <= 2^30 entries), widened once when written.
+  using Arg = int32_t;
 
   // This lane's columns: c[t] .. c[t] + V - 1, valid when ok[t].
   __device__ __forceinline__ static void columns(int64_t C, int Gc, int cs, int64_t (&c)[TL],
@@ -36,20 +39,37 @@ struct SpmmAgent {
     }
   }
 
-  __device__ __forceinline__ static void init(A (&acc)[TL][V], int64_t (&arg)[TL][V]) {
+  __device__ __forceinline__ static void init(A (&acc)[TL][V], Arg (&arg)[TL][V]) {
 #pragma unroll
     for (int t = 0; t < TL; ++t)
 #pragma unroll
       for (int e = 0; e < V; ++e) { acc[t][e] = Red::init(); arg[t][e] = -1; }
   }
 
-  // Reduce the messages of edges [k0, k1) into acc / arg, in ascending k.
+  // Branch-free max / min step: take m unless the held value is NaN (the first NaN wins) or m is
+  // not better (ties keep the earlier edge): for max !(m <= acc), true for m > acc and for a NaN
+  // m. Nothing held yet (arg < 0) needs no test: acc starts at -inf (+inf for min), so the first
+  // message is taken unless it equals that; a range whose messages all equal it gets its first
+  // edge after the loop (reduce). Sum / mean add.
+  __device__ __forceinline__ static void step(A& acc, Arg& arg, A m, Arg rel) {
+    if constexpr (Red::kHasArg) {
+      bool take;
+      if constexpr (R == Reduce::max) take = !(m <= acc) & (acc == acc);
+      else take = !(m >= acc) & (acc == acc);
+      acc = take ? m : acc;
+      arg = take ? rel : arg;
+    } else {
+      acc += m;
+    }
+  }
+
+  // Reduce the messages of edges [k0, k1) into acc / arg, in ascending k; arg = k - kb.
   __device__ __forceinline__ static void reduce(const I* __restrict__ col,
                                                 const VT* __restrict__ val,
                                                 const T* __restrict__ X, int64_t C,
                                                 const int64_t (&c)[TL], const bool (&ok)[TL],
-                                                int64_t k0, int64_t k1, A (&acc)[TL][V],
-                                                int64_t (&arg)[TL][V]) {
+                                                int64_t k0, int64_t k1, int64_t kb,
+                                                A (&acc)[TL][V], Arg (&arg)[TL][V]) {
     const bool weighted = val != nullptr;
     for (int64_t k = k0; k < k1; k += U) {
       int64_t j[U];
@@ -76,17 +96,28 @@ struct SpmmAgent {
 #pragma unroll
           for (int e = 0; e < V; ++e) {
             const A m = weighted ? w[u] * x[u][t][e] : x[u][t][e];
-            Red::update(acc[t][e], arg[t][e], m, k + u);
+            step(acc[t][e], arg[t][e], m, static_cast<Arg>(k + u - kb));
           }
         }
       }
     }
+    if constexpr (Red::kHasArg) {  // every message equal to the initial value: the first edge
+      if (k1 > k0) {
+#pragma unroll
+        for (int t = 0; t < TL; ++t)
+#pragma unroll
+          for (int e = 0; e < V; ++e)
+            if (arg[t][e] < 0) arg[t][e] = static_cast<Arg>(k0 - kb);
+      }
+    }
   }
 
+  // Writes row `row`: values, and for max / min the args (kb + offset, -1 for an empty row), as
+  // 16-byte pairs when V is even and argout is 16-byte aligned.
   __device__ __forceinline__ static void write(T* __restrict__ Y, int64_t* __restrict__ argout,
                                                int64_t row, int64_t C, const int64_t (&c)[TL],
-                                               const bool (&ok)[TL], int64_t deg,
-                                               const A (&acc)[TL][V], const int64_t (&arg)[TL][V]) {
+                                               const bool (&ok)[TL], int64_t deg, int64_t kb,
+                                               const A (&acc)[TL][V], const Arg (&arg)[TL][V]) {
 #pragma unroll
     for (int t = 0; t < TL; ++t) {
       if (!ok[t]) continue;
@@ -96,8 +127,20 @@ struct SpmmAgent {
       store_vec<T, V>(Y + row * C + c[t], out);
       if constexpr (Red::kHasArg) {
         if (argout != nullptr) {
+          int64_t g[V];
 #pragma unroll
-          for (int e = 0; e < V; ++e) argout[row * C + c[t] + e] = deg == 0 ? -1 : arg[t][e];
+          for (int e = 0; e < V; ++e) g[e] = deg == 0 ? -1 : kb + arg[t][e];
+          int64_t* dst = argout + row * C + c[t];
+          if constexpr (V % 2 == 0) {
+            if ((reinterpret_cast<uintptr_t>(argout) & 15) == 0) {
+#pragma unroll
+              for (int e = 0; e < V; e += 2)
+                *reinterpret_cast<longlong2*>(dst + e) = make_longlong2(g[e], g[e + 1]);
+              continue;
+            }
+          }
+#pragma unroll
+          for (int e = 0; e < V; ++e) dst[e] = g[e];
         }
       }
     }
@@ -113,10 +156,10 @@ struct SpmmAgent {
                                                       const int64_t (&c)[TL], const bool (&ok)[TL],
                                                       int64_t kb, int64_t ke, int Gc, int P,
                                                       int sub, A (&acc)[TL][V],
-                                                      int64_t (&arg)[TL][V]) {
+                                                      Arg (&arg)[TL][V]) {
     const int part = sub / Gc;
     const int64_t n = ke - kb;
-    reduce(col, val, X, C, c, ok, kb + n * part / P, kb + n * (part + 1) / P, acc, arg);
+    reduce(col, val, X, C, c, ok, kb + n * part / P, kb + n * (part + 1) / P, kb, acc, arg);
     if (P == 1) return;
     const int G = Gc * P;
     const unsigned mask = group_mask(G);
@@ -128,10 +171,9 @@ struct SpmmAgent {
         for (int e = 0; e < V; ++e) {
           const A o = __shfl_xor_sync(mask, acc[t][e], off);
           if constexpr (Red::kHasArg) {
-            const int64_t oa = static_cast<int64_t>(
-                __shfl_xor_sync(mask, static_cast<long long>(arg[t][e]), off));
+            const Arg oa = __shfl_xor_sync(mask, arg[t][e], off);
             const A la = left ? acc[t][e] : o, ra = left ? o : acc[t][e];
-            const int64_t lg = left ? arg[t][e] : oa, rg = left ? oa : arg[t][e];
+            const Arg lg = left ? arg[t][e] : oa, rg = left ? oa : arg[t][e];
             const bool take_right = rg >= 0 && (lg < 0 || Red::better(ra, la));
             acc[t][e] = take_right ? ra : la;
             arg[t][e] = take_right ? rg : lg;
@@ -165,7 +207,7 @@ spmm_segment_kernel(const I* __restrict__ rowptr, const I* __restrict__ col,
   Ag::columns(C, Gc, cs, c, ok);
   for_each_hub_piece(rowptr, sr, seg, [&](int slot, int64_t, int64_t kb, int64_t ke) {
     A acc[TL][V];
-    int64_t arg[TL][V];
+    typename Ag::Arg arg[TL][V];
     Ag::init(acc, arg);
     Ag::reduce_split(col, val, X, C, c, ok, kb, ke, Gc, P, sub, acc, arg);
     if (sub >= Gc) return;
@@ -176,10 +218,22 @@ spmm_segment_kernel(const I* __restrict__ rowptr, const I* __restrict__ col,
 #pragma unroll
       for (int e = 0; e < V; ++e) {
         wsv[base + c[t] + e] = acc[t][e];
-        if constexpr (Ag::Red::kHasArg) wsa[base + c[t] + e] = arg[t][e];
+        if constexpr (Ag::Red::kHasArg) wsa[base + c[t] + e] = arg[t][e] < 0 ? -1 : kb + arg[t][e];
       }
     }
   });
+}
+
+// Resident blocks the row kernel asks the register allocator for (fp32 features only: the
+// others are left free, as their wider vectors spill under these caps), each the most that
+// compiles without spilling for sm_90: kRowMinBlocks (<= 80 registers) for sum / mean, vector
+// and scalar path; kRowMinBlocksArg (<= 64) for max / min on the vector path (one vector per
+// lane); kRowMinBlocksWide (<= 128) for max / min on the scalar path.
+template <class T, Reduce R, int V> constexpr int spmm_row_min_blocks() {
+  if constexpr (!std::is_same_v<T, float>) return 1;
+  else if constexpr (!has_arg(R)) return SpmmTuning::kRowMinBlocks;
+  else if constexpr (V == 1) return SpmmTuning::kRowMinBlocksWide;
+  else return SpmmTuning::kRowMinBlocksArg;
 }
 
 // One group of G = Gc * P lanes per row: Gc lanes split the columns, P lane sets split the
@@ -187,9 +241,7 @@ spmm_segment_kernel(const I* __restrict__ rowptr, const I* __restrict__ col,
 // edge indices, so ties still go to the smallest k). Hub rows (deg > hub_thr) are left to the
 // hub pass; with P = 1, rows longer than kWarpRowMin are taken by the whole warp.
 template <class T, class I, Reduce R, int V>
-__global__ void __launch_bounds__(SpmmTuning::kBlockThreads,
-                                  (std::is_same_v<T, float> && (R == Reduce::sum || R == Reduce::mean))
-                                      ? SpmmTuning::kRowMinBlocks : 1)
+__global__ void __launch_bounds__(SpmmTuning::kBlockThreads, spmm_row_min_blocks<T, R, V>())
 spmm_row_kernel(const I* __restrict__ rowptr, const I* __restrict__ col,
                 const typename ValOf<T>::type* __restrict__ val, const T* __restrict__ X,
                 T* __restrict__ Y, int64_t* __restrict__ argout, int64_t M, int64_t C, int Gc,
@@ -216,11 +268,11 @@ spmm_row_kernel(const I* __restrict__ rowptr, const I* __restrict__ col,
   bool ok[TL];
   Ag::columns(C, Gc, cs, c, ok);
   A acc[TL][V];
-  int64_t arg[TL][V];
+  typename Ag::Arg arg[TL][V];
   if (row < M && !hub && !warp_row) {
     Ag::init(acc, arg);
     Ag::reduce_split(col, val, X, C, c, ok, k0, k1, Gc, P, sub, acc, arg);
-    if (part == 0) Ag::write(Y, argout, row, C, c, ok, deg, acc, arg);
+    if (part == 0) Ag::write(Y, argout, row, C, c, ok, deg, k0, acc, arg);
   }
   if (warp_split) {
     unsigned pending = __ballot_sync(0xffffffffu, warp_row && sub == 0);
@@ -232,7 +284,7 @@ spmm_row_kernel(const I* __restrict__ rowptr, const I* __restrict__ col,
       const int64_t ke = __shfl_sync(0xffffffffu, static_cast<long long>(k1), leader);
       Ag::init(acc, arg);
       Ag::reduce_split(col, val, X, C, c, ok, kb, ke, Gc, 32 / Gc, lane, acc, arg);
-      if (lane < Gc) Ag::write(Y, argout, r, C, c, ok, ke - kb, acc, arg);
+      if (lane < Gc) Ag::write(Y, argout, r, C, c, ok, ke - kb, kb, acc, arg);
     }
   }
 }
@@ -347,7 +399,7 @@ void run_spmm(const SpmmArgs& a, cudaStream_t stream) {
   if (!spmm_has_work(a)) return;
   const bool aligned = reinterpret_cast<uintptr_t>(a.X) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(a.Y) % 16 == 0;
-  const SpmmPlan p = plan_spmm(a.A.M, a.A.nnz, a.C, a.A.max_degree, sizeof(T), aligned);
+  const SpmmPlan p = plan_spmm(a.A.M, a.A.nnz, a.C, a.A.max_degree, sizeof(T), aligned, has_arg(R));
   check_grid("spmm", {p.row_blocks, p.segment_blocks, p.combine_blocks}, p.col_blocks);
   dispatch_vec<16 / sizeof(T)>(p.vec, [&](auto v) { launch_spmm<T, I, R, decltype(v)::value>(p, a, stream); });
 }

@@ -161,7 +161,7 @@ def policy(lib, op, M, nnz, H=1, F=1, D=1):
 @pytest.mark.parametrize("M, nt", [(1024, 4), (3072, 4), (4096, 1), (8192, 1), (2048, 2), (256, 16), (1, 16),
                                    (100, 16)])
 def test_policy_nt_rule(shim, M, nt):
-    """Seed 000's host rule: the smallest power of two <= 16 maximizing occupancy of M * NT threads
+    """The ESIMD paper's host rule: the smallest power of two <= 16 maximizing occupancy of M * NT threads
     in waves of 4096 (M = 1024 -> 4, and the paper's M = 3072 -> 4)."""
     assert policy(shim, 0, M, 10 * M, 1, 32)["nt"] == nt
 

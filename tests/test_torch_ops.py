@@ -330,3 +330,24 @@ def test_plain_ops_keep_the_graph_for_autograd(sycl):
     assert X.grad is not None and a.grad is not None and Z.grad is not None
     with torch.no_grad():
         assert not gs.spmm(A, X).requires_grad
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64])
+@pytest.mark.parametrize("width", [1, 2, 3, 4, 8, 12])
+def test_take_rows_is_index_select_bit_for_bit(device, dtype, width):
+    """The row gather the backward passes use (which avoids a slow torch kernel for 16-byte rows on
+    CUDA) returns exactly index_select's bits: NaN payloads, -0.0, repeated and empty indices."""
+    from gnnsparse.torch._library import _take_rows
+
+    g = torch.Generator().manual_seed(width)
+    src = torch.randn(37, width, generator=g).to(dtype)
+    src[3, 0], src[5, -1] = float("nan"), -0.0
+    src = src.to(device)
+    for itype in (torch.int32, torch.int64):
+        for idx in (torch.randint(0, 37, (101,), generator=g), torch.arange(37).flip(0), torch.empty(0, dtype=torch.int64)):
+            idx = idx.to(itype).to(device)
+            want, got = src.index_select(0, idx), _take_rows(src, idx)
+            assert got.dtype == want.dtype and got.shape == want.shape
+            assert torch.equal(got.view(torch.uint8) if dtype != torch.float64 else got.view(torch.int64),
+                               want.view(torch.uint8) if dtype != torch.float64 else want.view(torch.int64))
+    assert torch.equal(_take_rows(src[:, :0], idx), src[:, :0].index_select(0, idx))

@@ -22,9 +22,10 @@ from ._backends import BackendUnavailable, available_backends  # noqa: E402
 from ._csr import CSR  # noqa: E402
 from ._graph import GraphMethods, as_graph  # noqa: E402
 from ._ops import fusedmm, sddmm, spmm  # noqa: E402
+from ._reorder import inverse_permutation, permute, unpermute  # noqa: E402
 from . import quant  # noqa: E402
 from .quant import QTensor, dequantize, quantize  # noqa: E402
 
 __version__ = "0.1.0"
-__all__ = ["CSR", "GraphMethods", "as_graph", "spmm", "sddmm", "fusedmm", "reference", "available_backends", "BackendUnavailable",
+__all__ = ["CSR", "GraphMethods", "as_graph", "spmm", "sddmm", "fusedmm", "permute", "unpermute", "inverse_permutation", "reference", "available_backends", "BackendUnavailable",
            "quant", "quantize", "dequantize", "QTensor"]

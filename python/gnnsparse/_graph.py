@@ -294,6 +294,15 @@ class GraphMethods:
                 edge_order: str = "csr"):
         return fusedmm(self, X, Y, Z, op, edge, slope, return_edges, edge_order)
 
+    # locality
+    def reorder(self, method: str = "rcm", *, parts=None, sort_columns: bool = False):
+        """(B, perm): this graph with its nodes renumbered for locality ("rcm", "degree" or "metis";
+        perm is new -> old). Features follow with gnnsparse.permute(X, perm), results go back
+        with gnnsparse.unpermute(Y, perm)."""
+        from ._reorder import reorder as _reorder
+
+        return _reorder(self, method, parts=parts, sort_columns=sort_columns)
+
     # conversions
     def to_dense(self, like=None):
         return to_dense(self, like)

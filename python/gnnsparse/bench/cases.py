@@ -128,6 +128,9 @@ def graphs_suite():
     s = "graphs"
     return (_expand(g["uniform"], "spmm", (16, 32, 128), s)
             + _expand(g["uniform"], "spmm", (32,), s, reduces=("mean", "max"))
+            # odd widths against the next multiple of 32, max (with arg) against sum
+            + _expand(g["uniform"], "spmm", (33, 64, 65, 96, 129, 160), s)
+            + _expand(g["uniform"], "spmm", (16, 128), s, reduces=("max",))
             + _expand(g["powerlaw"], "spmm", (32, 128), s)
             + _expand(g["arxiv"], "spmm", (1, 4, 16, 32, 33, 64, 128, 256), s)
             + _expand(g["products"], "spmm", (16, 32, 128), s)

@@ -77,7 +77,7 @@ def add_bench_arguments(p: argparse.ArgumentParser):
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                    help="auto (default): a CUDA GPU when the CUDA backend and torch see one, else the SYCL CPU device")
     p.add_argument("--suite", choices=_cases.SUITES, default=None,
-                   help="quick (default; < 2 min on a 2-core CPU), grid72 (seed-000 grid: 72 shapes x spmm/sddmm/"
+                   help="quick (default; < 2 min on a 2-core CPU), grid72 (the ESIMD paper grid: 72 shapes x spmm/sddmm/"
                         "fusedmm), graphs (generated graph suite: 1M/10M uniform, R-MAT with hubs, arxiv-, products-, "
                         "Cora-, Pubmed-sized), all (grid72 + graphs)")
     p.add_argument("--quick", action="store_true", help="same as --suite quick")

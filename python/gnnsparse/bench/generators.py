@@ -169,7 +169,7 @@ def sbm(n: int, num_classes: int, avg_degree: float, seed=0, *, p_intra: float =
 
 def grid_matrix(M: int, K: int, density: float, seed=0, *, values: bool = True) -> CSR:
     """M x K matrix with round(density * K) distinct uniformly placed columns in every row (the
-    seed-000 grid: nnz = M * round(density * K), e.g. 80.5M for M=32768, K=8192, density 0.3).
+    the ESIMD paper grid: nnz = M * round(density * K), e.g. 80.5M for M=32768, K=8192, density 0.3).
     values: float32 N(0, 1) weights (pruned-weight matrices); else an unweighted pattern."""
     if M < 0 or K <= 0 or not 0.0 <= density <= 1.0:
         raise ValueError(f"grid_matrix needs M >= 0, K > 0, 0 <= density <= 1; got {M}, {K}, {density}")
@@ -192,7 +192,7 @@ def grid_matrix(M: int, K: int, density: float, seed=0, *, values: bool = True) 
 
 
 def grid72_shapes():
-    """The 72 (M, K, density, N) cases of the seed-000 grid, in the order of its figures."""
+    """The 72 (M, K, density, N) cases of the Intel ESIMD SpMM/SDDMM paper grid, in the order of its figures."""
     out = []
     for K in (1024, 2048, 4096, 8192):
         for M in (K, 3 * K, 4 * K):

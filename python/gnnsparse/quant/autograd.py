@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import torch
 
+from ..torch._library import _take_rows
 from . import _gemm, incidence_spmm, quantize
 from . import sddmm as qsddmm
 from . import spmm as qspmm
@@ -104,7 +105,7 @@ class _SpmmHeads(torch.autograd.Function):
         if ctx.needs_input_grad[0]:
             da = qsddmm(ctx.A, qd, ctx.qz, "dot")
         if ctx.needs_input_grad[1]:
-            aT = a.detach().index_select(0, ctx.perm).contiguous()
+            aT = _take_rows(a.detach(), ctx.perm).contiguous()
             dz = qspmm(ctx.AT, qd, "sum", weights=aT)
         return da, dz, None, None, None, None
 

@@ -112,6 +112,27 @@ def _no_double_backward(t_rowptr, what):
                            "(double backward through gnnsparse ops is not supported)")
 
 
+def _take_rows(src: Tensor, idx: Tensor) -> Tensor:
+    """src.index_select(0, idx) for per-edge / per-node tables, bit for bit.
+
+    On CUDA, torch 2.11 sends index_select / gather of 2-D rows whose size is a multiple of 16
+    bytes (4 heads of float32, 8 of fp16) to a vectorized gather kernel that takes ~1.4 ms for
+    2.3M rows whatever their width (measured on an H200: 60x the ~25 us of 8- or 12-byte rows, and
+    a quarter of a GAT training step). The same bytes gathered as 16-byte elements of a 1-D view
+    take the elementwise kernel (45 us)."""
+    row_bytes = src.shape[1] * src.element_size() if src.dim() == 2 else 0
+    if not src.is_cuda or row_bytes == 0 or row_bytes % 16 or src.shape[0] == 0:
+        return src.index_select(0, idx)
+    w = row_bytes // 16
+    flat = src.contiguous().view(torch.complex128).reshape(-1)
+    if w == 1:
+        picked = flat.index_select(0, idx)
+    else:
+        picked = flat.index_select(0, (idx.to(torch.int64)[:, None] * w
+                                       + torch.arange(w, device=idx.device)).reshape(-1))
+    return picked.view(src.dtype).reshape(idx.shape[0], src.shape[1])
+
+
 # ---------------------------------------------------------------- kernels used by several ops
 def _spmm_heads_impl(rowptr, col, W, Z):
     """Out[i, h] = sum_k W[k, h] Z[col k, h]: one SpMM per head (the kernels have no SpMM with
@@ -134,9 +155,9 @@ def _edge_softmax_impl(rowptr, rows, eid, S):
     nnz = S.shape[0]
     A = _csr(rowptr, eid, None, nnz)
     m = gs.spmm(A, S, "max")
-    ex = torch.exp(S - m.index_select(0, rows))
+    ex = torch.exp(S - _take_rows(m, rows))
     s = gs.spmm(A, ex, "sum")
-    return ex / s.index_select(0, rows)
+    return ex / _take_rows(s, rows)
 
 
 def _leaky(e, slope):
@@ -256,7 +277,7 @@ def _scores_backward(op, de, rowptr, col, t_rowptr, t_col, t_perm, eid, X, Y, wa
         if want_x:
             dX = spmm_heads_op(rowptr, col, None, None, None, de, Y)
         if want_y:
-            dY = spmm_heads_op(t_rowptr, t_col, None, None, None, de.index_select(0, t_perm), X)
+            dY = spmm_heads_op(t_rowptr, t_col, None, None, None, _take_rows(de, t_perm), X)
     return dX, dY
 
 
@@ -296,7 +317,7 @@ def _spmm_heads_backward(ctx, dOut):
         dW = sddmm_op(rowptr, col, None, None, None, None, dOut, Z, "dot").to(W.dtype)
     if _need(ctx, 6):
         _no_double_backward(t_rowptr, "spmm_heads")
-        dZ = spmm_heads_op(t_rowptr, t_col, None, None, None, W.index_select(0, t_perm), dOut)
+        dZ = spmm_heads_op(t_rowptr, t_col, None, None, None, _take_rows(W, t_perm), dOut)
     return None, None, None, None, None, dW, dZ
 
 
@@ -321,7 +342,7 @@ def _edge_softmax_setup(ctx, inputs, output):
 
 def _softmax_grad(rowptr, rows, eid, P, dP):
     r = spmm_op(rowptr, eid, None, None, None, None, P * dP, "sum")[0]
-    return P * (dP - r.index_select(0, rows))
+    return P * (dP - _take_rows(r, rows))
 
 
 def _edge_softmax_backward(ctx, dP):
@@ -400,7 +421,7 @@ def _fusedmm_backward(ctx, dOut, dP_user):
     dX = dY = dZ = dval = None
     if want_z:
         w = P if vz is None else P * vz
-        dZ = spmm_heads_op(t_rowptr, t_col, None, None, None, w.index_select(0, t_perm), dOut)
+        dZ = spmm_heads_op(t_rowptr, t_col, None, None, None, _take_rows(w, t_perm), dOut)
     if not (want_x or want_y or want_v):
         return None, None, None, None, None, None, None, None, dX, dY, dZ, None, None, None, None
     dw = sddmm_op(rowptr, col, None, None, None, None, dOut, Z, "dot").to(P.dtype)
@@ -438,8 +459,9 @@ def set_fusedmm_backward(mode: str) -> None:
     64 M-edge graph with 4 heads, per layer); "recompute" runs the fused kernel once more without
     the aggregation (the scores and the edge function only: for GAT's op="add" two scalar loads
     per edge and head). On a GAT layer of ogbn-arxiv's size the two took the same time within the
-    noise on the CPU device, so the default keeps the memory; tools/train_h200.py measures both on
-    a GPU. Edge functions that run unfused (no fused kernel) always keep their values."""
+    noise on the CPU device; on an H200 (tools/train_h200.py, 2026-11-30) "save" was 3 % faster on
+    that layer and took 31 % more memory on a products-sized one, so the default keeps the memory.
+    Edge functions that run unfused (no fused kernel) always keep their values."""
     if mode not in ("recompute", "save"):
         raise ValueError(f"mode must be 'recompute' or 'save', got {mode!r}")
     _settings["fusedmm_backward"] = mode

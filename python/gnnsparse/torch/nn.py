@@ -344,7 +344,7 @@ class GATConv(torch.nn.Module):
             return torch.stack([src, dst]), alpha
         inv = torch.empty_like(g.edge_perm)
         inv[g.edge_perm] = torch.arange(g.nnz, device=g.device)
-        return torch.stack([src[inv], dst[inv]]), alpha.index_select(0, inv)
+        return torch.stack([src[inv], dst[inv]]), L._take_rows(alpha, inv)
 
     def __repr__(self):
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, heads={self.heads})"
