@@ -35,7 +35,7 @@ def small_graph(n=53, seed=0, weights=True):
 
 # ---------------------------------------------------------------- partition and plan (one process)
 @pytest.mark.parametrize("nparts", [1, 2, 3, 4])
-@pytest.mark.parametrize("method", ["range", "rcm", "assigned"])
+@pytest.mark.parametrize("method", ["range", "rcm", "degree", "assigned"])
 def test_partition_plan_round_trip(nparts, method):
     A = small_graph()
     n = A.shape[0]

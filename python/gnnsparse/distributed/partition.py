@@ -2,9 +2,9 @@
 
 A partition relabels the nodes (new id = position in `perm`, so `perm[new] = original id`) and
 gives rank r the contiguous range of new ids [bounds[r], bounds[r + 1]). The relabelling is the
-identity ("range"), a locality order (reverse Cuthill-McKee, "rcm"), the grouping of a METIS
-partition ("metis", needs pymetis), or any node -> part assignment the caller gives. Ranges are
-balanced by rows + stored edges.
+identity ("range"), a locality order of A.reorder ("rcm": reverse Cuthill-McKee, "degree"), the
+grouping of a METIS partition ("metis", needs pymetis), or any node -> part assignment the
+caller gives. Ranges are balanced by rows + stored edges.
 
 Rank r's LocalGraph holds its rows' CSR with columns renumbered into [local | halo]: column c <
 n_local is local row c (new id bounds[r] + c), column n_local + h is halo node h. The halo is
@@ -24,7 +24,7 @@ import numpy as np
 __all__ = ["Partition", "LocalGraph", "partition", "local_graphs", "local_graph", "assemble", "edge_cut",
            "local_graph_from_edges", "METHODS"]
 
-METHODS = ("range", "rcm", "metis")
+METHODS = ("range", "rcm", "degree", "metis")
 
 
 @dataclass(frozen=True)
@@ -154,26 +154,27 @@ def _order(method, rowptr, col, n, nparts):
         return perm, "assigned", parts[perm]
     if method == "range":
         return np.arange(n, dtype=np.int64), method, None
-    if method == "rcm":
-        import scipy.sparse as sp
-        from scipy.sparse.csgraph import reverse_cuthill_mckee
+    if method in ("rcm", "degree"):  # the locality reorderings of A.reorder (gnnsparse._reorder)
+        from .. import _reorder
 
-        S = sp.csr_matrix((np.ones(col.shape[0], np.int8), col, rowptr), shape=(n, n))
-        S = (S + S.T).tocsr()
-        return np.asarray(reverse_cuthill_mckee(S, symmetric_mode=True), dtype=np.int64), method, None
+        f = _reorder._perm_rcm if method == "rcm" else _reorder._perm_degree
+        return f(rowptr, col, n), method, None
     if method == "metis":
         try:
             import pymetis
         except ImportError as e:
-            raise ImportError("method='metis' needs pymetis (pip install pymetis); 'rcm' or 'range' need nothing") \
-                from e
-        import scipy.sparse as sp
+            raise ImportError("method='metis' needs pymetis (pip install pymetis, or the 'metis' extra); 'range', "
+                              "'rcm' and 'degree' need only scipy") from e
+        from .. import _reorder
 
-        S = sp.csr_matrix((np.ones(col.shape[0], np.int8), col, rowptr), shape=(n, n))
-        S = (S + S.T).tocsr()
-        S.setdiag(0)
-        S.eliminate_zeros()
-        _, parts = pymetis.part_graph(nparts, xadj=S.indptr, adjncy=S.indices)
+        if nparts == 1:
+            return np.arange(n, dtype=np.int64), method, None
+        S = _reorder._symmetric_pattern(rowptr, col, n)
+        xadj, adjncy = S.indptr.astype(np.int64), S.indices.astype(np.int64)
+        if hasattr(pymetis, "CSRAdjacency"):  # pymetis >= 2025.2
+            _, parts = pymetis.part_graph(nparts, adjacency=pymetis.CSRAdjacency(xadj, adjncy))
+        else:
+            _, parts = pymetis.part_graph(nparts, xadj=xadj, adjncy=adjncy)
         parts = np.asarray(parts, dtype=np.int64)
         perm = np.argsort(parts, kind="stable").astype(np.int64)
         return perm, method, parts[perm]
@@ -183,10 +184,12 @@ def _order(method, rowptr, col, n, nparts):
 def partition(A, nparts: int, method: Union[str, Sequence[int], np.ndarray] = "range") -> Partition:
     """Split the nodes of the square graph A into `nparts` contiguous ranges of a relabelling.
 
-    method: "range" (ids as they are), "rcm" (reverse Cuthill-McKee order of the symmetrized
-    pattern: neighbours get nearby ids, so fewer edges cross ranges), "metis" (pymetis; each part
-    one range), or an (n,) array giving each node's part. For "range" / "rcm" the cut points
-    balance rows + stored edges (every rank gets at least one row); given parts keep their sizes.
+    method: "range" (ids as they are), "rcm" / "degree" (the locality orders of A.reorder:
+    reverse Cuthill-McKee of the symmetrized pattern, so neighbours get nearby ids and fewer
+    edges cross ranges; or nodes by descending in-degree), "metis" (a pymetis k-way partition into
+    nparts parts, each part one range), or an (n,) array giving each node's part. For "range" /
+    "rcm" / "degree" the cut points balance rows + stored edges (every rank gets at least one row);
+    parts keep their sizes.
     """
     if isinstance(nparts, bool) or not isinstance(nparts, (int, np.integer)) or nparts < 1:
         raise ValueError(f"nparts must be a positive integer, got {nparts!r}")

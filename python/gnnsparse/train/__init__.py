@@ -222,9 +222,9 @@ def build_parser(prog: str = "gnnsparse train") -> argparse.ArgumentParser:
     p.add_argument("--halo", choices=("fp32", "int8"), default="fp32",
                    help="--nproc: halo rows on the wire as float32, or int8 with a per-row scale and stochastic "
                         "rounding (features forward, gradients backward)")
-    p.add_argument("--partition", choices=("range", "rcm", "metis"), default="range",
-                   help="--nproc: node order before cutting into contiguous ranges: as given, reverse "
-                        "Cuthill-McKee (locality), or METIS parts (needs pymetis)")
+    p.add_argument("--partition", choices=("range", "rcm", "degree", "metis"), default="range",
+                   help="--nproc: node order before cutting into contiguous ranges: as given, a locality order "
+                        "of A.reorder (reverse Cuthill-McKee, descending degree), or METIS parts (needs pymetis)")
     p.add_argument("--size", choices=("arxiv", "products"), default="arxiv",
                    help="the generated graph's size: ogbn-arxiv's (default) or ogbn-products' (2.4 M nodes, "
                         "~120 M stored edges)")
