@@ -188,6 +188,28 @@ def _ops_worker(rank, world, method, full, device="cpu"):
     dgn = gd.gcn_norm(dg)
     out["fwd_bitwise"]["gcn_norm spmm"], out["grad_err"]["gcn_norm spmm"] = both(
         lambda x: gd.spmm(dgn, x), lambda x: gst.spmm(gst.gcn_norm(A, like=dev), x), [X])
+    # the overlapped SpMM (exchange during the local product): fp32-accurate, deterministic
+    if full:
+        for wire in ("fp32", "int8"):
+            dw = dgn.with_wire(wire)
+            xs_ = [X[nodes].clone().requires_grad_() for _ in range(2)]
+            ys_ = [gd.spmm(dw, xs_[0]), gd.spmm(dw, xs_[1], overlap=True)]
+            for x_, y_ in zip(xs_, ys_):
+                (y_ * G[nodes]).sum().backward()
+            tol = 1e-5 if wire == "fp32" else 3 / 127
+            out[f"overlap_{wire}_close"] = bool(
+                (ys_[1] - ys_[0]).abs().max() <= tol * ys_[0].abs().max()
+                and (xs_[1].grad - xs_[0].grad).abs().max() <= tol * xs_[0].grad.abs().max())
+        x1 = X[nodes].clone().requires_grad_()
+        x2 = X[nodes].clone().requires_grad_()
+        for x_ in (x1, x2):
+            (gd.spmm(dgn, x_, overlap=True) * G[nodes]).sum().backward()
+        out["overlap_repeatable"] = bool(torch.equal(x1.grad, x2.grad))
+        try:
+            gd.spmm(dg, X[nodes], "max", overlap=True)
+            out["overlap_max"] = "no error"
+        except ValueError as e:
+            out["overlap_max"] = str(e)
     # determinism: the same backward twice gives the same bits
     grads = []
     for _ in range(2):
@@ -233,6 +255,9 @@ def test_distributed_ops_match_single_process(world, method, full, device):
         assert 0 < r["int8_fwd_err"]  # the int8 path really quantized
         assert "holds" in r["bad_rows"] and "rows" in r["bad_rows"]
         assert r["exchanges"] > 0
+        if full:
+            assert r["overlap_fp32_close"] and r["overlap_int8_close"] and r["overlap_repeatable"]
+            assert "overlap covers reduce='sum'" in r["overlap_max"]
 
 
 # ---------------------------------------------------------------- training

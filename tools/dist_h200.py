@@ -12,7 +12,7 @@ GAT 4 heads):
   memory    the same model on the graph with half of its edges (2 epochs): peak memory, so that
             memory = per-node bytes x N + per-edge bytes x E separates (fit on the two runs)
   N GPUs    `gnnsparse train --nproc N`'s trainer (DDP + halo exchange by all_to_all_single), the
-            halo exchanged as fp32 and as int8: median epoch time (slowest rank), speedup and
+            halo exchanged as fp32 and as int8 (GCN also fp32 overlapped with the local product): median epoch time (slowest rank), speedup and
             scaling efficiency vs 1 GPU, peak memory per GPU, wire bytes per training step, accuracy
   exchange  the halo exchange alone (width 1 and 128, fp32): latency and seconds per byte
   plan      the largest graph of this model (same average degree) one GPU holds, the size that
@@ -71,6 +71,13 @@ def single(data, model, device, epochs, hidden, heads, seed):
     return r
 
 
+def variants(model):
+    """(label, wire, overlap) of the distributed runs of a model: the exchange overlapped with the
+    local product exists for GCN's sums."""
+    v = [("fp32", "fp32", False), ("int8", "int8", False)]
+    return v + [("fp32 overlap", "fp32", True)] if model == "gcn" else v
+
+
 def rank_job(rank, world, cfg):
     """One rank: for every model, its piece; training with each wire format; the exchange alone."""
     import torch
@@ -85,10 +92,10 @@ def rank_job(rank, world, cfg):
     for model in cfg["models"]:
         inp = load_piece(cfg["pieces"], model, rank, world)
         runs = []
-        for wire in ("fp32", "int8"):
+        for _, wire, overlap in variants(model):
             # an error ends the job on every rank (the others would wait in a collective): the parent
             # reports it with the single-GPU figures
-            runs.append(fit(rank, world, dict(cfg, model=model), inp, wire))
+            runs.append(fit(rank, world, dict(cfg, model=model), inp, wire, overlap))
         out[model] = runs
         if model == cfg["models"][0]:  # the exchange alone, on this model's plan
             dg = gd.DistGraph(inp["piece"], dev)
@@ -314,7 +321,7 @@ def main(argv=None) -> int:
     for model in models:
         m = report["models"][model]
         s = m.get("single")
-        for i, wire in enumerate(("fp32", "int8")):
+        for i, (wire, _, _) in enumerate(variants(model)):
             per = [o[model][i] for o in outs] if outs else []
             if not per or any("error" in q for q in per):
                 err = next((q["error"] for q in per if "error" in q), "not run")

@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-__all__ = ["WIRE_FORMATS", "encode_int8", "decode_int8", "exchange"]
+__all__ = ["WIRE_FORMATS", "encode_int8", "decode_int8", "exchange", "start"]
 
 WIRE_FORMATS = ("fp32", "int8")
 
@@ -63,6 +63,30 @@ def _send(x: Tensor, out_rows: int, out_splits, in_splits, group, wire: str, gen
         got = _a2a(buf.new_empty((out_rows, C + 4)), buf, out_splits, in_splits, group)
         return decode_int8(got, C, x.dtype)
     return _a2a(x.new_empty((out_rows, C)), x.contiguous(), out_splits, in_splits, group)
+
+
+class _Pending:
+    """An exchange in flight (all_to_all_single with async_op=True); wait() -> the received rows."""
+
+    def __init__(self, work, buf, out, C, wire, dtype):
+        self.work, self.buf, self.out, self.C, self.wire, self.dtype = work, buf, out, C, wire, dtype  # buf: alive
+
+    def wait(self) -> Tensor:
+        self.work.wait()
+        return decode_int8(self.out, self.C, self.dtype) if self.wire == "int8" else self.out
+
+
+def start(x: Tensor, out_rows: int, out_splits, in_splits, group, wire: str, generator, stats=None) -> _Pending:
+    """Start the all_to_all_single of _send without waiting for it (the caller computes meanwhile)."""
+    C = x.shape[1]
+    if stats is not None:
+        stats["exchanges"] = stats.get("exchanges", 0) + 1
+        stats["bytes"] = stats.get("bytes", 0) + x.shape[0] * (C + 4 if wire == "int8" else C * x.element_size())
+    buf = encode_int8(x, generator) if wire == "int8" else x.contiguous()
+    out = buf.new_empty((out_rows, buf.shape[1]))
+    work = dist.all_to_all_single(out, buf, output_split_sizes=out_splits, input_split_sizes=in_splits, group=group,
+                                  async_op=True)
+    return _Pending(work, buf, out, C, wire, x.dtype)
 
 
 class _HaloExchange(torch.autograd.Function):

@@ -1,7 +1,7 @@
 """Distributed forward passes of gnnsparse.torch.nn's GCNConv and GATConv (the layers' own
 parameters, so one state_dict initializes the single-process and the distributed model).
 
-    out = gcn(conv, x, dgn)      # dgn = gcn_norm(dg), computed once per graph
+    out = gcn(conv, x, dgn)      # dgn = gcn_norm(dg), computed once per graph (dg.overlap: overlapped)
     out = gat(conv, x, dg)       # dg with one self loop per node (conv.add_self_loops False)
 
 x holds this rank's rows; the output too. GCN exchanges conv.lin(x) (the hidden width, not the
@@ -21,7 +21,7 @@ __all__ = ["gcn", "gat", "DistNet"]
 
 
 def gcn(conv: tnn.GCNConv, x: Tensor, dgn: "ops.DistGraph") -> Tensor:
-    out = ops.spmm(dgn, conv.lin(x), "sum")
+    out = ops.spmm(dgn, conv.lin(x), "sum", overlap=dgn.overlap)
     return out + conv.bias if conv.bias is not None else out
 
 

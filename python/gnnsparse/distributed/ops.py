@@ -56,10 +56,11 @@ class DistGraph:
     other collectives such as DistributedDataParallel's); its size must equal the partition's
     number of parts and its rank this piece's rank. wire: "fp32" or "int8" (see halo.py).
     seed: stochastic rounding of the int8 wire format (per rank and exchange, reproducible).
+    overlap: the layers of gnnsparse.distributed.nn run their sums with spmm(..., overlap=True).
     Every rank must construct its DistGraph (a new group is a collective call)."""
 
     def __init__(self, local: LocalGraph, device="cpu", *, group=None, wire: str = "fp32", seed: int = 0,
-                 val: Optional[Tensor] = None):
+                 val: Optional[Tensor] = None, overlap: bool = False):
         if not isinstance(local, LocalGraph):
             raise TypeError(f"DistGraph takes a gnnsparse.distributed.LocalGraph, got {type(local).__name__}")
         if wire not in _halo.WIRE_FORMATS:
@@ -76,7 +77,7 @@ class DistGraph:
         dev = torch.device(device)
         if dev.type == "cuda" and dev.index is None:
             dev = torch.device("cuda", torch.cuda.current_device())
-        self.local, self.device, self.group, self.wire = local, dev, group, wire
+        self.local, self.device, self.group, self.wire, self.overlap = local, dev, group, wire, bool(overlap)
         self.rank, self.nparts = rank, size
         self.n_local, self.n_halo = local.n_local, local.n_halo
         self.n_send = int(local.send_counts.sum())
@@ -117,6 +118,26 @@ class DistGraph:
         new = self.with_graph(self.graph)
         new.wire = wire
         return new
+
+    def _split(self):
+        """(local columns, halo columns) of the graph: two CSRs over the same rows, each row's
+        edges in their original order, with values (ones when the graph has none); cached."""
+        key = (id(self.graph.col), id(self.graph.val))
+        hit = self.__dict__.get("_split_cache")
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        g = self.graph
+        col = g.col.to(torch.int64)
+        val = g.val if g.val is not None else torch.ones(g.nnz, dtype=torch.float32, device=g.device)
+        parts = []
+        for keep, shift, ncols in ((col < self.n_local, 0, self.n_local), (col >= self.n_local, self.n_local,
+                                                                            self.n_halo)):
+            ids = torch.nonzero(keep).reshape(-1)
+            rowptr = torch.zeros(self.n_local + 1, dtype=torch.int64, device=g.device)
+            rowptr[1:] = torch.cumsum(torch.bincount(g.rows[ids].to(torch.int64), minlength=self.n_local), 0)
+            parts.append(build(rowptr, col[ids] - shift, val[ids], ncols))
+        self.__dict__["_split_cache"] = (key, tuple(parts))
+        return tuple(parts)
 
     # ------------------------------------------------------------ exchange
     def gather_sends(self, got: Tensor) -> Tensor:
@@ -163,16 +184,56 @@ class DistGraph:
                 f"{self.n_halo}, sends {self.n_send}, wire {self.wire}, device {self.device})")
 
 
+class _OverlappedSpmm(torch.autograd.Function):
+    """Y = A_local x + A_halo halo(x), the exchange in flight while A_local x runs (and, backward,
+    while A_local^T dY runs). Sums a row's local edges first, then its halo edges."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, dg: "DistGraph") -> Tensor:
+        gi, gh = dg._split()
+        ctx.dg = dg
+        C = x.shape[1]
+        send = x.index_select(0, dg.send_idx)
+        pending = _halo.start(send, dg.n_halo, dg.recv_counts, dg.send_counts, dg.group, dg.wire, dg.generator,
+                              dg.stats)
+        y = L.spmm_op(gi.rowptr, gi.col, gi.val, None, None, None, x, "sum")[0]
+        h = pending.wait()
+        return y + L.spmm_op(gh.rowptr, gh.col, gh.val, None, None, None, h.reshape(-1, C), "sum")[0]
+
+    @staticmethod
+    def backward(ctx, dy: Tensor):
+        dg = ctx.dg
+        gi, gh = dg._split()
+        dy = dy.contiguous()
+        dh = L.spmm_op(gh.t_rowptr, gh.t_col, gh.val.index_select(0, gh.t_perm), None, None, None, dy, "sum")[0]
+        pending = _halo.start(dh, dg.n_send, dg.send_counts, dg.recv_counts, dg.group, dg.wire, dg.generator,
+                              dg.stats)
+        dx = L.spmm_op(gi.t_rowptr, gi.t_col, gi.val.index_select(0, gi.t_perm), None, None, None, dy, "sum")[0]
+        return dx + dg.gather_sends(pending.wait()), None
+
+
 def _dg(dg):
     if not isinstance(dg, DistGraph):
         raise TypeError(f"expected a gnnsparse.distributed.DistGraph, got {type(dg).__name__}")
     return dg
 
 
-def spmm(dg: DistGraph, x: Tensor, reduce: str = "sum") -> Tensor:
+def spmm(dg: DistGraph, x: Tensor, reduce: str = "sum", *, overlap: bool = False) -> Tensor:
     """Rows of A X this rank owns: Y[i] = reduce over row i of val * X[col] (sum, mean, max, min),
-    x the rank's rows of X. Differentiable in x (see the module docstring for exactness)."""
+    x the rank's rows of X. Differentiable in x (see the module docstring for exactness).
+
+    overlap (reduce "sum", x of shape (n_local, C)): the exchange runs while the product over the
+    local columns does (forward and backward), then the halo columns' product is added. Each
+    row then sums its local edges first and its halo edges second: fp32-accurate, deterministic,
+    not bitwise equal to the single-process op."""
     _dg(dg)
+    if overlap:
+        if reduce != "sum":
+            raise ValueError(f"overlap covers reduce='sum', not {reduce!r}")
+        dg._check("X", x)
+        if x.dim() != 2:
+            raise ValueError(f"overlap takes x of shape (n_local, C), got {tuple(x.shape)}")
+        return _OverlappedSpmm.apply(x.contiguous(), dg)
     return gf.spmm(dg.graph, dg.extend(x), reduce)
 
 

@@ -222,6 +222,9 @@ def build_parser(prog: str = "gnnsparse train") -> argparse.ArgumentParser:
     p.add_argument("--halo", choices=("fp32", "int8"), default="fp32",
                    help="--nproc: halo rows on the wire as float32, or int8 with a per-row scale and stochastic "
                         "rounding (features forward, gradients backward)")
+    p.add_argument("--overlap", action="store_true",
+                   help="--nproc, gcn: run the halo exchange while the product over the local columns runs (forward "
+                        "and backward); rows then sum local edges first: fp32-accurate instead of bitwise")
     p.add_argument("--partition", choices=("range", "rcm", "degree", "metis"), default="range",
                    help="--nproc: node order before cutting into contiguous ranges: as given, a locality order "
                         "of A.reorder (reverse Cuthill-McKee, descending degree), or METIS parts (needs pymetis)")
@@ -404,15 +407,16 @@ def _train_distributed(args, console, device, epochs: int, hidden: int) -> dict:
     cfg = dict(nproc=args.nproc, device=device.type, model=args.model, data=args.data, quick=args.quick,
                size=getattr(args, "size", "arxiv"), seed=args.seed, epochs=epochs, hidden=hidden, heads=args.heads,
                lr=args.lr, weight_decay=args.weight_decay, dropout=args.dropout, wire=args.halo,
-               partition=args.partition, log_every=args.log_every or (1 if epochs <= 50 else 10))
+               partition=args.partition, overlap=getattr(args, "overlap", False), log_every=args.log_every or (1 if epochs <= 50 else 10))
     how = "NCCL, one GPU each" if device.type == "cuda" else "gloo, CPU"
-    _print(console, f"training on {args.nproc} processes ({how}"
-                    f"), {args.partition} partition, {args.halo} halo exchange")
+    _print(console, f"training on {args.nproc} processes ({how}), {args.partition} partition, {args.halo} halo "
+                    f"exchange{' (overlapped)' if getattr(args, 'overlap', False) and args.model == 'gcn' else ''}")
     results: dict = {}
     ranks = []
     for run in range(args.runs):
         out = train_distributed(cfg)
-        results.setdefault(f"gnnsparse x{args.nproc} {args.halo}", []).append(out["result"])
+        results.setdefault(f"gnnsparse x{args.nproc} {args.halo}" + (" overlap" if cfg["overlap"] else ""),
+                           []).append(out["result"])
         ranks.append(out["ranks"])
     for r in ranks[0]:
         _print(console, f"rank {r['rank']}: {r['rows']:,} rows, {r['edges']:,} edges, halo {r['halo']:,}, sends "

@@ -116,8 +116,9 @@ def load_piece(directory: str, model: str, rank: int, world: int) -> dict:
                 totals=dict(train=int(t[0]), val=int(t[1]), test=int(t[2])), num_classes=int(f["num_classes"]))
 
 
-def fit(rank: int, world: int, cfg: dict, inp: dict, wire: str) -> dict:
-    """Train from the seeded initial weights for cfg['epochs'] epochs with halo wire format `wire`;
+def fit(rank: int, world: int, cfg: dict, inp: dict, wire: str, overlap: Optional[bool] = None) -> dict:
+    """Train from the seeded initial weights for cfg['epochs'] epochs with halo wire format `wire`
+    (GCN: the exchange overlapped with the local product when `overlap`, default cfg['overlap']);
     rank 0's RunResult (figures over all ranks) and this rank's sizes, bytes and memory."""
     import torch
     import torch.distributed as dist
@@ -142,7 +143,8 @@ def fit(rank: int, world: int, cfg: dict, inp: dict, wire: str) -> dict:
     y = torch.from_numpy(inp["y"]).to(dev)
     splits = {k: torch.from_numpy(v).to(dev) for k, v in inp["splits"].items()}
     totals = inp["totals"]
-    dg = gd.DistGraph(piece, dev, wire=wire, seed=cfg["seed"])
+    overlap = bool(cfg.get("overlap")) if overlap is None else bool(overlap)
+    dg = gd.DistGraph(piece, dev, wire=wire, seed=cfg["seed"], overlap=overlap and model == "gcn")
     graph = gd.gcn_norm(dg) if model == "gcn" else dg
     torch.manual_seed(cfg["seed"])  # the single-process run's initial weights (train.initial_state)
     net = Net(model, "gnnsparse", x.shape[1], cfg["hidden"], inp["num_classes"], heads=cfg["heads"],
@@ -152,7 +154,8 @@ def fit(rank: int, world: int, cfg: dict, inp: dict, wire: str) -> dict:
     torch.manual_seed(cfg["seed"] + 1 + 1000 * rank)  # dropout: each rank its own masks
     tr = splits["train"]
     scale = world / max(totals["train"], 1)
-    res = RunResult(f"gnnsparse x{world} ({wire} halo)", model, str(dev), cfg["epochs"])
+    res = RunResult(f"gnnsparse x{world} ({wire} halo{', overlapped' if dg.overlap else ''})", model, str(dev),
+                    cfg["epochs"])
     bytes_start, step_bytes = dg.stats["bytes"], None
     eval_every = cfg.get("eval_every") or 1
 
@@ -201,7 +204,7 @@ def fit(rank: int, world: int, cfg: dict, inp: dict, wire: str) -> dict:
         res.peak_mem = int(torch.cuda.max_memory_allocated(dev))
         res.extra_mem = res.peak_mem - int(base)
     res.loss_bits = np.asarray(res.losses, dtype=np.float32).tobytes().hex()
-    info = dict(rank=rank, wire=wire, rows=piece.n_local, edges=piece.nnz, halo=piece.n_halo,
+    info = dict(rank=rank, wire=wire, overlap=dg.overlap, rows=piece.n_local, edges=piece.nnz, halo=piece.n_halo,
                 sends=int(piece.send_counts.sum()), wire_bytes_per_train_step=int(step_bytes or 0),
                 peak_mem=res.peak_mem, median_epoch_ms=res.median_epoch_ms)
     del ddp, opt, net, graph, dg, x, y, out, loss
