@@ -12,8 +12,9 @@ GAT 4 heads):
   memory    the same model on the graph with half of its edges (2 epochs): peak memory, so that
             memory = per-node bytes x N + per-edge bytes x E separates (fit on the two runs)
   N GPUs    `gnnsparse train --nproc N`'s trainer (DDP + halo exchange by all_to_all_single), the
-            halo exchanged as fp32 and as int8 (GCN also fp32 overlapped with the local product): median epoch time (slowest rank), speedup and
-            scaling efficiency vs 1 GPU, peak memory per GPU, wire bytes per training step, accuracy
+            halo exchanged as fp32 and as int8 (GCN also fp32 overlapped with the local product):
+            median epoch time (slowest rank), speedup and scaling efficiency vs 1 GPU, peak memory
+            per GPU, wire bytes per training step, accuracy
   exchange  the halo exchange alone (width 1 and 128, fp32): latency and seconds per byte
   plan      the largest graph of this model (same average degree) one GPU holds, the size that
             needs 2 GPUs (from the fits), and the edge cut at 8 and 64 parts (range partition)
