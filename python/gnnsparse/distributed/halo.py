@@ -45,39 +45,24 @@ def decode_int8(buf: Tensor, C: int, dtype: torch.dtype) -> Tensor:
     return (q.to(torch.float32) * s).to(dtype)
 
 
-def _a2a(out: Tensor, inp: Tensor, out_splits: List[int], in_splits: List[int], group) -> Tensor:
-    dist.all_to_all_single(out, inp, output_split_sizes=out_splits, input_split_sizes=in_splits, group=group)
-    return out
-
-
-def _send(x: Tensor, out_rows: int, out_splits, in_splits, group, wire: str, generator, stats=None) -> Tensor:
-    """all_to_all_single of the (n, C) rows x in the given wire format; (out_rows, C) of x's dtype.
-    stats (a dict): adds the bytes this rank sends to other ranks and counts the exchange."""
-    C = x.shape[1]
-    if stats is not None:
-        stats["exchanges"] = stats.get("exchanges", 0) + 1
-        row = C + 4 if wire == "int8" else C * x.element_size()
-        stats["bytes"] = stats.get("bytes", 0) + x.shape[0] * row
-    if wire == "int8":
-        buf = encode_int8(x, generator)
-        got = _a2a(buf.new_empty((out_rows, C + 4)), buf, out_splits, in_splits, group)
-        return decode_int8(got, C, x.dtype)
-    return _a2a(x.new_empty((out_rows, C)), x.contiguous(), out_splits, in_splits, group)
-
-
 class _Pending:
-    """An exchange in flight (all_to_all_single with async_op=True); wait() -> the received rows."""
+    """An exchange in flight (all_to_all_single with async_op=True); wait() -> the received rows.
+    Holds the send buffer until then."""
 
     def __init__(self, work, buf, out, C, wire, dtype):
-        self.work, self.buf, self.out, self.C, self.wire, self.dtype = work, buf, out, C, wire, dtype  # buf: alive
+        self.work, self.buf, self.out, self.C, self.wire, self.dtype = work, buf, out, C, wire, dtype
 
     def wait(self) -> Tensor:
         self.work.wait()
+        self.buf = None
         return decode_int8(self.out, self.C, self.dtype) if self.wire == "int8" else self.out
 
 
-def start(x: Tensor, out_rows: int, out_splits, in_splits, group, wire: str, generator, stats=None) -> _Pending:
-    """Start the all_to_all_single of _send without waiting for it (the caller computes meanwhile)."""
+def start(x: Tensor, out_rows: int, out_splits: List[int], in_splits: List[int], group, wire: str,
+          generator: Optional[torch.Generator], stats: Optional[dict] = None) -> _Pending:
+    """Start the all_to_all_single of the (n, C) rows x in the given wire format (split sizes in
+    rows); wait() gives the (out_rows, C) received rows in x's dtype. stats (a dict): adds the
+    bytes this rank puts on the wire and counts the exchange."""
     C = x.shape[1]
     if stats is not None:
         stats["exchanges"] = stats.get("exchanges", 0) + 1
@@ -87,6 +72,10 @@ def start(x: Tensor, out_rows: int, out_splits, in_splits, group, wire: str, gen
     work = dist.all_to_all_single(out, buf, output_split_sizes=out_splits, input_split_sizes=in_splits, group=group,
                                   async_op=True)
     return _Pending(work, buf, out, C, wire, x.dtype)
+
+
+def _send(x: Tensor, out_rows: int, out_splits, in_splits, group, wire: str, generator, stats=None) -> Tensor:
+    return start(x, out_rows, out_splits, in_splits, group, wire, generator, stats).wait()
 
 
 class _HaloExchange(torch.autograd.Function):
