@@ -15,6 +15,7 @@ import torch.distributed as dist  # noqa: E402
 import gnnsparse as gs  # noqa: E402
 import gnnsparse.distributed as gd  # noqa: E402
 from gnnsparse.distributed import halo as H  # noqa: E402
+from conftest import sycl_or_skip  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available")
 
@@ -244,6 +245,8 @@ def _two_cuda_devices():
     pytest.param(2, "range", True, "cuda", marks=pytest.mark.skipif(not _two_cuda_devices(),
                                                                       reason="needs 2 CUDA devices (NCCL)"))])
 def test_distributed_ops_match_single_process(world, method, full, device):
+    if device == "cpu":
+        sycl_or_skip()  # CPU tensors run on the SYCL backend
     res = gd.spawn(_ops_worker, world, args=(method, full, device), threads=1, device=device)
     for r in res:
         bad = [k for k, v in r["fwd_bitwise"].items() if not v]

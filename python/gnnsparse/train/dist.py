@@ -174,7 +174,7 @@ def fit(rank: int, world: int, cfg: dict, inp: dict, wire: str, overlap: Optiona
         loss.backward()
         opt.step()
         sync()
-        ms = torch.tensor([(time.perf_counter() - t0) * 1e3], dtype=torch.float64)
+        ms = torch.tensor([(time.perf_counter() - t0) * 1e3], dtype=torch.float64, device=x.device)  # NCCL: on the GPU
         if step_bytes is None:  # the exchanges of one training step, forward and backward
             step_bytes = dg.stats["bytes"] - bytes_start
         dist.all_reduce(ms, dist.ReduceOp.MAX)  # an epoch lasts as long as the slowest rank
@@ -187,7 +187,7 @@ def fit(rank: int, world: int, cfg: dict, inp: dict, wire: str, overlap: Optiona
             pred = ddp(x, graph).argmax(1)
             cnt = torch.tensor([float((pred.index_select(0, splits[k]) == y.index_select(0, splits[k])).sum())
                                 for k in ("train", "val", "test")] + [float(loss.detach()) / world],
-                               dtype=torch.float64)
+                               dtype=torch.float64, device=x.device)
         dist.all_reduce(cnt)
         res.train_acc.append(float(cnt[0]) / max(totals["train"], 1))
         res.val_acc.append(float(cnt[1]) / max(totals["val"], 1))
