@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 
 import numpy as np
 
@@ -242,6 +243,11 @@ def _usm_queue(x):
 
 
 _IN_ORDER: dict = {}  # queue -> is_in_order
+# dpctl 0.22's order manager deadlocks when threads enter it for the first time together: a
+# function-local static of dpctl.utils._seq_order_keeper is initialized by one thread while another,
+# holding the GIL, waits on its guard (seen: a 4-thread test stuck in __cxa_guard_acquire). gnnsparse
+# takes this lock around every call into the order manager, so its own threads never race there.
+_ORDER_LOCK = threading.Lock()
 
 
 class _Call:
@@ -256,7 +262,8 @@ class _Call:
             from dpctl.utils import SequentialOrderManager
 
             self.queue = like.sycl_queue
-            self.order = SequentialOrderManager[self.queue]
+            with _ORDER_LOCK:
+                self.order = SequentialOrderManager[self.queue]
         else:
             self.queue = b.default_queue()
             if not b.host_direct:  # stage NumPy through shared USM (outputs too, see empty)
@@ -270,7 +277,10 @@ class _Call:
         in_order = _IN_ORDER.get(self.queue)
         if in_order is None:
             in_order = _IN_ORDER[self.queue] = bool(self.queue.is_in_order)
-        return (self.queue, () if in_order else self.order.submitted_events)
+        if in_order:
+            return (self.queue, ())
+        with _ORDER_LOCK:
+            return (self.queue, self.order.submitted_events)
 
     def addr(self, a) -> int:
         if self.usm is None and isinstance(a, np.ndarray):  # a device that cannot read host memory
@@ -292,7 +302,8 @@ class _Call:
 
     def finish(self, ev, A, *outs):
         if self.usm:
-            self.order.add_event_pair(ev, ev)
+            with _ORDER_LOCK:
+                self.order.add_event_pair(ev, ev)
             if getattr(A, "transient", False):  # per-call arrays (see CSR._view) must outlive the kernel
                 ev.wait()
             return outs
