@@ -118,6 +118,40 @@ inline Launch fusedmm_launch(const DeviceCaps &c, const FusedArgs &a) {
   return l;
 }
 
+// ---- tiled SpMM for dense-ish inputs (sycl/kernels/tiles.hpp) ---------------------------------
+// Which calls the tiled kernel covers: float32 features, sum or mean, no arg output, K > 0.
+inline bool tiles_cover(const SpmmArgs &a) {
+  return a.dtype == DType::f32 && (a.reduce == Reduce::sum || a.reduce == Reduce::mean) && a.A.M > 0 && a.A.K > 0 &&
+         a.C > 0;
+}
+
+// Columns per lane of the tiled kernel: one sub-group covers SG * V output columns.
+inline int tiles_v(long sg, long C) { return C <= sg ? 1 : C <= 2 * sg ? 2 : 4; }
+
+// The method choice on CPU devices: the tiles cost ~ M K C (dense work), the sparse kernel
+// ~ nnz C, so the rule is a density threshold. Measured on the OpenCL CPU device (2 cores,
+// AVX-512, 2026-11-30; docs/tiles_sycl.md): the tiled kernel was slower than the sparse kernel at
+// every measured density up to 1.0 (M, K in 1024..4096, C = 32 and 128): on a CPU the sparse
+// kernel's X rows stay in cache, so it spends about as much per multiply-add as the tiled kernel
+// and does d times fewer of them. No crossover was measured, so the threshold lies above every
+// possible density: the policy never picks the tiles on a CPU (GNNSPARSE_SYCL_TILES=on forces them).
+inline constexpr double kTilesCpuDensity = 2.0;  // > 1: never; set from a measured crossover
+inline bool prefer_tiles_cpu(long M, long K, long nnz, long C) {
+  if (M < 256 || K < 512 || C < 1) return false;
+  return double(nnz) >= kTilesCpuDensity * double(M) * double(K);
+}
+
+inline Launch spmm_tiles_launch(const DeviceCaps &c, const SpmmArgs &a) {
+  const long sg = long(c.preferred_sg);
+  const int V = tiles_v(sg, a.C);
+  const long RB = 16 / V, BM = RB * 4, WG = sg * 4, CW = sg * V;
+  Launch l;
+  l.inst = Instance::of(Kernel::spmm_tiles, DType::f32, a.A.itype, a.reduce, a.A.val != nullptr, int(sg), V);
+  l.local = std::size_t(WG);
+  l.global = std::size_t(((a.A.M + BM - 1) / BM) * ((a.C + CW - 1) / CW) * WG);
+  return l;
+}
+
 // Every value of the code tables of gnnsparse/ops.hpp.
 #define GNNSPARSE_REDUCE_(name, ...) Reduce::name,
 #define GNNSPARSE_OP_(name, ...) SddmmOp::name,
@@ -146,6 +180,10 @@ void for_each_portable_instance(int sg, F &&f) {
           }
         }
       if (sg >= 2) f(Instance::of(Kernel::sddmm_dot_sg, t, i, sg));
+      if (t == DType::f32)  // the tiled SpMM (spmm_tiles_launch)
+        for (Reduce r : {Reduce::sum, Reduce::mean})
+          for (bool w : {false, true})
+            for (int V : {1, 2, 4}) f(Instance::of(Kernel::spmm_tiles, t, i, r, w, sg, V));
       for (SddmmOp op : kSddmmOps) f(Instance::of(Kernel::sddmm_csr, t, i, op));
       for (SddmmOp op : kSddmmOps)
         for (EdgeFn e : kEdgeFns)
