@@ -30,8 +30,9 @@ enum class Kernel : std::uint8_t {
   esimd_fusedmm,  // esimd/fusedmm.hpp
   spmm_tiles,     // tiles.hpp (dense-ish inputs)
   esimd_spmm_xmx, // esimd/tiles.hpp (dense-ish inputs, DPAS)
+  sddmm_tiles,    // tiles.hpp (dense-ish inputs)
 };
-inline constexpr int kKernelCount = 10;
+inline constexpr int kKernelCount = 11;
 
 struct KernelSpec {
   Kernel id;
@@ -62,6 +63,7 @@ inline constexpr KernelSpec kKernels[kKernelCount] = {
      {A::dtype, A::itype, A::reduce, A::boolean, A::integer, A::integer}},  // T I R W SG V
     {Kernel::esimd_spmm_xmx, "esimd/tiles.hpp", "gnnsparse::esimd::spmm_xmx", 5,
      {A::dtype, A::itype, A::integer, A::boolean, A::boolean}},  // T I NB SPLIT HAS_VAL
+    {Kernel::sddmm_tiles, "tiles.hpp", "gnnsparse::sddmm_tiles", 3, {A::dtype, A::itype, A::integer}},  // T I SG
 };
 constexpr bool table_in_order() {
   for (int i = 0; i < kKernelCount; ++i)

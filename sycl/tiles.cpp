@@ -53,4 +53,16 @@ std::optional<sycl::event> tiled_spmm(sycl::queue &q, const SpmmArgs &a, const D
   return submit(q, l, deps, a.A.rowptr, a.A.col, a.A.val, a.X, a.Y, long(a.A.M), long(a.A.K), long(a.C));
 }
 
+std::optional<sycl::event> tiled_sddmm(sycl::queue &q, const SddmmArgs &a, const Deps &deps) {
+  if (!sddmm_tiles_cover(a)) return std::nullopt;
+  const TilesMode mode = tiles_mode();
+  if (mode == TilesMode::off) return std::nullopt;
+  const DeviceCaps &caps = caps_of(q);
+  if (caps.esimd) return std::nullopt;  // the ESIMD SDDMM of the ESIMD paper stays
+  if (mode == TilesMode::automatic && !(caps.cpu && prefer_sddmm_tiles_cpu(a.A.M, a.A.K, a.A.nnz, a.F)))
+    return std::nullopt;
+  const Launch l = sddmm_tiles_launch(caps, a);
+  return submit(q, l, deps, a.A.rowptr, a.A.col, a.X, a.Y, a.E, long(a.A.M), long(a.A.K), long(a.H), long(a.F));
+}
+
 }  // namespace gnnsparse::sycl_rt

@@ -19,4 +19,9 @@ namespace gnnsparse::sycl_rt {
 // precision fp32 -> 3xTF32, tf32 -> one tf32 product, bf16 not covered); "off" / "0": never.
 std::optional<sycl::event> tiled_spmm(sycl::queue &q, const SpmmArgs &a, const Deps &deps);
 
+// The tiled SDDMM (dot, float32; portable kernel only, no XMX variant) under the same choice:
+// "auto": prefer_sddmm_tiles_cpu on CPU devices, never elsewhere; "on": every covered call on
+// devices without ESIMD; "off": never.
+std::optional<sycl::event> tiled_sddmm(sycl::queue &q, const SddmmArgs &a, const Deps &deps);
+
 }  // namespace gnnsparse::sycl_rt

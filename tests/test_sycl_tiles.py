@@ -1,10 +1,11 @@
 """Tiled SpMM for dense-ish inputs (sycl/kernels/tiles.hpp, sycl/kernels/esimd/tiles.hpp).
 
-1. The portable tiled kernel on the OpenCL CPU device (GNNSPARSE_SYCL_TILES=on forces it for every
+1. The portable tiled kernels on the OpenCL CPU device (GNNSPARSE_SYCL_TILES=on forces it for every
    covered call): bitwise equal to the float32 edge-order reference (gnnsparse.reference in float32)
    on odd sizes, empty rows, density 0 and 1, partial row blocks and column tiles; unsorted or
    duplicated columns and non-finite X take the in-kernel fallback (same result); run-to-run
-   bitwise repeat.
+   bitwise repeat. The tiled SDDMM (dot) against the reference (fp32 accuracy), its fallback, and
+   the method choice that picks it by density.
 2. The XMX (DPAS) kernel on the host shim (tests/esimd_shim, SHIM_PART=4): the dpas model against a
    NumPy model of its definition, then the kernel against gnnsparse.reference (3xTF32: fp32 accuracy;
    tf32: tf32 accuracy), its fallbacks, and the compile check of its instances through the SYCL
@@ -150,6 +151,71 @@ def test_tiles_not_covered_cases_use_sparse_kernels(tiles_on):
     X32 = X.astype(np.float32)
     np.testing.assert_array_equal(gs.spmm(A, X32, "max"), spmm_with("off", A, X32, "max"))
     np.testing.assert_allclose(gs.spmm(A, X32, "max"), np.asarray(ref.spmm(A, X32, "max")), rtol=1e-6)
+
+
+# ---- tiled SDDMM (dot) ---------------------------------------------------------------------
+def sddmm_with(mode, A, X, Y):
+    old = os.environ.get("GNNSPARSE_SYCL_TILES")
+    os.environ["GNNSPARSE_SYCL_TILES"] = mode
+    try:
+        return gs.sddmm(A, X, Y)
+    finally:
+        if old is None:
+            os.environ.pop("GNNSPARSE_SYCL_TILES")
+        else:
+            os.environ["GNNSPARSE_SYCL_TILES"] = old
+
+
+# (M, K, H, F, density): partial row blocks (16), chunks (64 columns) and feature slices (32)
+SDDMM_SHAPES = [(1, 1, 1, 1, 1.0), (37, 130, 1, 5, 0.3), (70, 257, 2, 33, 0.2), (17, 1000, 1, 64, 0.02),
+                (65, 300, 3, 70, 0.25), (16, 64, 1, 32, 1.0)]
+
+
+@pytest.mark.parametrize("case", range(len(SDDMM_SHAPES)))
+def test_tiled_sddmm_against_reference(tiles_on, case):
+    M, K, H, F, density = SDDMM_SHAPES[case]
+    rng = np.random.default_rng(case)
+    A = random_csr(rng, M, K, density, False, np.int64 if case % 2 else np.int32, empty_rows=range(0, M, 5))
+    X = rng.standard_normal((M, H, F)).astype(np.float32)
+    Y = rng.standard_normal((K, H, F)).astype(np.float32)
+    E = gs.sddmm(A, X, Y)
+    R = ref.sddmm(A, X, Y)
+    np.testing.assert_allclose(E, R.reshape(E.shape), rtol=1e-5, atol=1e-5 * np.sqrt(F))
+    assert np.array_equal(gs.sddmm(A, X, Y), E)  # bitwise repeat
+    np.testing.assert_allclose(sddmm_with("off", A, X, Y), E, rtol=1e-5, atol=1e-5 * np.sqrt(F))
+
+
+def test_tiled_sddmm_unsorted_and_non_finite(tiles_on):
+    rng = np.random.default_rng(12)
+    A0 = random_csr(rng, 60, 200, 0.2, False)
+    rowptr, col = A0.rowptr.copy(), A0.col.copy()
+    b, e = rowptr[20], rowptr[21]
+    col[b:e] = col[b:e][::-1].copy()  # unsorted row: its block falls back
+    col[rowptr[40] + 1] = col[rowptr[40]]  # a duplicate
+    A = gs.CSR(rowptr, col, None, (60, 200))
+    X = rng.standard_normal((60, 1, 40)).astype(np.float32)
+    Y = rng.standard_normal((200, 1, 40)).astype(np.float32)
+    Y[7, 0, 3] = np.inf  # only the entries in column 7 see it
+    E = gs.sddmm(A, X, Y)
+    R = ref.sddmm(A, X, Y).reshape(E.shape)
+    fin = np.isfinite(R)
+    np.testing.assert_allclose(E[fin], R[fin], rtol=1e-5, atol=1e-4)
+    assert np.array_equal(np.isfinite(E), fin)
+
+
+def test_sddmm_policy_picks_tiles_only_when_dense(monkeypatch):
+    """GNNSPARSE_SYCL_TILES unset: on the CPU device a dense-ish SDDMM (density >= 0.2, M >= 256,
+    K >= 512) runs the tiles, a sparser one the sparse kernel (told apart by their last bits)."""
+    sycl_or_skip()
+    monkeypatch.delenv("GNNSPARSE_SYCL_TILES", raising=False)
+    rng = np.random.default_rng(13)
+    X = rng.standard_normal((256, 1, 48)).astype(np.float32)
+    Y = rng.standard_normal((512, 1, 48)).astype(np.float32)
+    for density, mode in [(0.25, "on"), (0.05, "off")]:
+        A = random_csr(rng, 256, 512, density, False)
+        on, off = sddmm_with("on", A, X, Y), sddmm_with("off", A, X, Y)
+        assert not np.array_equal(on, off)  # the two orders differ somewhere: the check can tell
+        assert np.array_equal(gs.sddmm(A, X, Y), on if mode == "on" else off), density
 
 
 # ---------------------------------------------------------------------------------------------

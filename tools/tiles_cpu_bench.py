@@ -9,6 +9,8 @@ NumPy A_dense @ X (the densify, A.toarray(), timed separately and not included),
 Median of --reps rounds (the methods alternate within a round) after one warm-up round. Results are checked first (tiled == sparse
 kernel == float32 edge-order reference on a few rows, bitwise).
 --sweep: density 0.002 .. 0.3 at three shapes, tiled vs sparse: the crossover density per shape.
+--sddmm: the same grid and sweep for SDDMM (dot, F = N, one head): gs.sddmm tiled vs sparse vs
+NumPy's dense X @ Y.T (the whole M x K product; picking the sampled entries not included).
 """
 from __future__ import annotations
 
@@ -72,10 +74,43 @@ def run_case(M, K, d, N, reps, dense=True):
     return row
 
 
+def run_sddmm_case(M, K, d, F, reps, dense=True):
+    A, S = case(M, K, d)
+    rng = np.random.default_rng(2)
+    X = rng.uniform(-1, 1, (M, F)).astype(np.float32)
+    Y = rng.uniform(-1, 1, (K, F)).astype(np.float32)
+
+    def sd(mode):
+        os.environ["GNNSPARSE_SYCL_TILES"] = mode
+        return gs.sddmm(A, X, Y)
+
+    et, es = sd("on"), sd("off")
+    R = np.einsum("kf,kf->k", X[np.repeat(np.arange(M), np.diff(S.indptr))].astype(np.float64),
+                  Y[S.indices].astype(np.float64))
+    err = lambda E: float(np.abs(E.reshape(-1) - R).max() / np.abs(R).max())
+    row = {"M": M, "K": K, "density": d, "N": F, "nnz": int(S.nnz), "tiles_err": err(et), "sparse_err": err(es)}
+    fns = {"tiles_s": lambda: sd("on"), "sparse_s": lambda: sd("off")}
+    if dense:
+        fns["numpy_s"] = lambda: X @ Y.T
+    times = {k: [] for k in fns}
+    for f in fns.values():
+        f()
+    for _ in range(reps):
+        for k, f in fns.items():
+            t0 = time.perf_counter()
+            f()
+            times[k].append(time.perf_counter() - t0)
+    for k, ts in times.items():
+        row[k] = statistics.median(ts)
+    os.environ.pop("GNNSPARSE_SYCL_TILES", None)
+    return row
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--grid", action="store_true")
     ap.add_argument("--sweep", action="store_true")
+    ap.add_argument("--sddmm", action="store_true")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--json")
     a = ap.parse_args()
@@ -113,6 +148,35 @@ def main():
                         cross = None
                     print(f"{M} {K} {N} {d} | {r['tiles_s']*1e3:.3f} {r['sparse_s']*1e3:.3f} {ratio:.2f}", flush=True)
                 print(f"crossover {M}x{K} N={N}: tiles faster from density {cross}", flush=True)
+    if a.sddmm:
+        out["sddmm_grid"], out["sddmm_sweep"] = [], []
+        print("SDDMM: M K density F | tiles_ms sparse_ms numpy_ms | sparse/tiles numpy/tiles | err tiles sparse")
+        for M, K in [(1024, 1024), (3072, 1024), (4096, 1024), (2048, 2048), (4096, 2048), (4096, 4096)]:
+            for d in (0.3, 0.2, 0.1):
+                for F in (32, 128):
+                    r = run_sddmm_case(M, K, d, F, a.reps)
+                    out["sddmm_grid"].append(r)
+                    print(f"{M} {K} {d} {F} | {r['tiles_s']*1e3:.2f} {r['sparse_s']*1e3:.2f} {r['numpy_s']*1e3:.2f} | "
+                          f"{r['sparse_s']/r['tiles_s']:.2f} {r['numpy_s']/r['tiles_s']:.2f} | "
+                          f"{r['tiles_err']:.1e} {r['sparse_err']:.1e}", flush=True)
+        g = out["sddmm_grid"]
+        for key in ("sparse_s", "numpy_s"):
+            gm = float(np.exp(np.mean([np.log(r[key] / r["tiles_s"]) for r in g])))
+            print(f"SDDMM geomean {key[:-2]}/tiles = {gm:.2f}")
+        print("SDDMM sweep: M K F density | tiles_ms sparse_ms sparse/tiles")
+        for M, K in [(1024, 1024), (2048, 2048), (4096, 1024)]:
+            for F in (32, 128):
+                cross = None
+                for d in (0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.2, 0.3):
+                    r = run_sddmm_case(M, K, d, F, a.reps, dense=False)
+                    out["sddmm_sweep"].append(r)
+                    ratio = r["sparse_s"] / r["tiles_s"]
+                    if ratio >= 1 and cross is None:
+                        cross = d
+                    if ratio < 1:
+                        cross = None
+                    print(f"{M} {K} {F} {d} | {r['tiles_s']*1e3:.3f} {r['sparse_s']*1e3:.3f} {ratio:.2f}", flush=True)
+                print(f"SDDMM crossover {M}x{K} F={F}: tiles faster from density {cross}", flush=True)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)

@@ -1,4 +1,4 @@
-// Portable SYCL tiled SpMM for dense-ish CSR matrices (semantics: include/gnnsparse/ops.hpp; sum and
+// Portable SYCL tiled SpMM and SDDMM (dot) for dense-ish CSR matrices (semantics: include/gnnsparse/ops.hpp; sum and
 // mean, float32). At a few percent density and more, a row block of A touches most rows of X, so
 // the work is a dense product with a sparse description: a work-group owns a block of rows and
 // one column tile of the output, densifies A's row block chunk by chunk (BK columns) into local
@@ -16,6 +16,7 @@
 // sparse sum skips the absent entry), recomputes its whole block with the sparse kernel's edge-order
 // loop: the result is the sparse kernel's in every case, and always bitwise reproducible.
 #pragma once
+#include <sycl/builtins.hpp>
 #include <sycl/ext/oneapi/work_group_static.hpp>
 #include <sycl/group_algorithm.hpp>
 #include <sycl/group_barrier.hpp>
@@ -150,6 +151,114 @@ void spmm_tiles(const I *rowptr, const I *col, const T *val, const T *X, T *Y, l
         else if constexpr (R == Reduce::mean) y = y / T(e - b);
         Y[i * C + cols[v]] = y;
       }
+  }
+}
+
+// ---- SDDMM (dot) ---------------------------------------------------------------------------
+// E[k, h] = <X[i, h, :], Y[j, h, :]> for the stored entries (i, j) = (row of k, col[k]).
+// A work-group of 16 sub-groups owns BM = 64 rows and one head; K is walked in chunks of BK = 4 SG
+// columns. Per chunk the dense 16 x BK block of dot products is computed with register blocking
+// (lane l keeps 4 rows x 4 columns l, l + SG, l + 2 SG, l + 3 SG), F in slices of FC features
+// whose Y values are staged transposed in local memory (contiguous across lanes) while X values
+// are broadcasts; the block is parked in local memory and each row's stored entries of the chunk
+// are picked out (a cursor per row: sorted rows) and written: only sampled entries are stored.
+// Order: each dot product is sum_f x_f y_f in increasing f (a multiply-add per step): fixed, so
+// results are bitwise reproducible; fp32-accurate, not bitwise equal to the sparse kernel (which
+// splits F over lanes and reduces by a tree). Non-finite features only reach the entries that use
+// them (unsampled dot products are discarded). A block with an unsorted or duplicate column in one
+// of its rows recomputes all its rows' entries one edge at a time (same f order).
+struct SddmmTileShape {
+  static constexpr int RB = 4;   // rows per sub-group
+  static constexpr int RG = 16;  // sub-groups per work-group (the staged Y slice serves BM rows)
+  static constexpr int BM = RB * RG;
+  static constexpr int V = 4;    // chunk columns per lane
+  static constexpr int FC = 32;  // features per staged slice
+};
+
+// nd_range: global = ceil(M / 64) * H * 16 SG, local = 16 SG.
+template <typename T, typename I, int SG>
+SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))
+SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<SG>))
+void sddmm_tiles(const I *rowptr, const I *col, const T *X, const T *Y, T *E, long M, long K, long H, long F) {
+  using S = SddmmTileShape;
+  constexpr int RB = S::RB, BM = S::BM, V = S::V, FC = S::FC, BK = SG * V, WG = SG * S::RG;
+  const auto it = sycl::ext::oneapi::this_work_item::get_nd_item<1>();
+  const auto grp = it.get_group();
+  const sycl::sub_group sg = it.get_sub_group();
+  const long g = long(it.get_group(0));
+  const long i0 = (g / H) * BM, h = g % H;
+  const long s = long(sg.get_group_linear_id()), lane = long(sg.get_local_linear_id());
+  const long w = long(it.get_local_id(0));
+  const long r0 = i0 + s * RB;
+  const long ld = H * F;  // row stride of X and Y
+
+  static syclexp::work_group_static<T[FC * BK]> Yt;  // Y[k0 + c, h, f0 + f] at f * BK + c
+  static syclexp::work_group_static<T[BM * BK]> St;  // the chunk's dense dot products
+
+  long cur = 0, end = 0, prev = -1;
+  if (w < BM && i0 + w < M) { cur = long(rowptr[i0 + w]); end = long(rowptr[i0 + w + 1]); }
+  bool bad = false;
+  const T *xr[RB];
+#pragma unroll
+  for (int r = 0; r < RB; ++r) xr[r] = X + (r0 + r < M ? r0 + r : 0) * ld + h * F;
+
+  for (long k0 = 0; k0 < K; k0 += BK) {
+    const long kc = K - k0 < BK ? K - k0 : BK;
+    T acc[RB][V];
+#pragma unroll
+    for (int r = 0; r < RB; ++r)
+#pragma unroll
+      for (int v = 0; v < V; ++v) acc[r][v] = T(0);
+    for (long f0 = 0; f0 < F; f0 += FC) {
+      const long fc = F - f0 < FC ? F - f0 : FC;
+      for (long e = w; e < FC * BK; e += WG) {  // stage Y's slice, transposed; zeros outside
+        const long c = e / FC, f = e % FC;
+        Yt[f * BK + c] = (c < kc && f < fc) ? Y[(k0 + c) * ld + h * F + f0 + f] : T(0);
+      }
+      sycl::group_barrier(grp);
+      for (long f = 0; f < fc; ++f) {
+        T y[V];
+#pragma unroll
+        for (int v = 0; v < V; ++v) y[v] = Yt[f * BK + v * SG + lane];
+#pragma unroll
+        for (int r = 0; r < RB; ++r) {
+          const T x = xr[r][f0 + f];
+#pragma unroll
+          for (int v = 0; v < V; ++v) acc[r][v] = sycl::fma(x, y[v], acc[r][v]);
+        }
+      }
+      sycl::group_barrier(grp);
+    }
+#pragma unroll
+    for (int r = 0; r < RB; ++r)
+#pragma unroll
+      for (int v = 0; v < V; ++v) St[(s * RB + r) * BK + v * SG + lane] = acc[r][v];
+    sycl::group_barrier(grp);
+    if (w < BM) {  // the stored entries of row i0 + w in this chunk
+      while (cur < end) {
+        const long j = long(col[cur]);
+        if (j >= k0 + kc) break;
+        if (j <= prev || j < k0) { bad = true; break; }
+        E[cur * H + h] = St[w * BK + (j - k0)];
+        prev = j;
+        ++cur;
+      }
+    }
+    sycl::group_barrier(grp);
+  }
+  if (w < BM && cur != end) bad = true;
+  if (sycl::any_of_group(grp, bad)) {  // one edge at a time, same f order
+#pragma unroll
+    for (int r = 0; r < RB; ++r) {
+      const long i = r0 + r;
+      if (i >= M) break;
+      for (long k = long(rowptr[i]) + lane; k < long(rowptr[i + 1]); k += SG) {
+        const T *y = Y + long(col[k]) * ld + h * F;
+        T d = T(0);
+        for (long f = 0; f < F; ++f) d = sycl::fma(xr[r][f], y[f], d);
+        E[k * H + h] = d;
+      }
+    }
   }
 }
 
