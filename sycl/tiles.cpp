@@ -50,6 +50,7 @@ std::optional<sycl::event> tiled_spmm(sycl::queue &q, const SpmmArgs &a, const D
   if (mode == TilesMode::automatic && !(caps.cpu && prefer_tiles_cpu(a.A.M, a.A.K, a.A.nnz, a.C)))
     return std::nullopt;
   const Launch l = spmm_tiles_launch(caps, a);
+  if (l.local > caps.max_wg) return std::nullopt;  // a device with smaller work-groups: sparse kernels
   return submit(q, l, deps, a.A.rowptr, a.A.col, a.A.val, a.X, a.Y, long(a.A.M), long(a.A.K), long(a.C));
 }
 
@@ -62,6 +63,7 @@ std::optional<sycl::event> tiled_sddmm(sycl::queue &q, const SddmmArgs &a, const
   if (mode == TilesMode::automatic && !(caps.cpu && prefer_sddmm_tiles_cpu(a.A.M, a.A.K, a.A.nnz, a.F)))
     return std::nullopt;
   const Launch l = sddmm_tiles_launch(caps, a);
+  if (l.local > caps.max_wg) return std::nullopt;
   return submit(q, l, deps, a.A.rowptr, a.A.col, a.X, a.Y, a.E, long(a.A.M), long(a.A.K), long(a.H), long(a.F));
 }
 
