@@ -132,9 +132,11 @@ inline int tiles_v(long sg, long C) { return C <= sg ? 1 : C <= 2 * sg ? 2 : 4; 
 // ~ nnz C, so the rule is a density threshold. Measured on the OpenCL CPU device (2 cores,
 // AVX-512, 2026-11-30; docs/tiles_sycl.md): the tiled kernel was slower than the sparse kernel at
 // every measured density up to 1.0 (M, K in 1024..4096, C = 32 and 128): on a CPU the sparse
-// kernel's X rows stay in cache, so it spends about as much per multiply-add as the tiled kernel
-// and does d times fewer of them. No crossover was measured, so the threshold lies above every
-// possible density: the policy never picks the tiles on a CPU (GNNSPARSE_SYCL_TILES=on forces them).
+// kernel's X rows stay in cache, so it spends only ~1.4x more per multiply-add than the tiled
+// kernel and does d times fewer of them (NumPy's BLAS product, ~3x the tiles' throughput, beat the
+// sparse kernel from d ~ 0.3: a faster tiled kernel could cross there). No crossover was measured,
+// so the threshold lies above every possible density: the policy never picks these tiles on a
+// CPU (GNNSPARSE_SYCL_TILES=on forces them).
 inline constexpr double kTilesCpuDensity = 2.0;  // > 1: never; set from a measured crossover
 inline bool prefer_tiles_cpu(long M, long K, long nnz, long C) {
   if (M < 256 || K < 512 || C < 1) return false;
@@ -159,8 +161,8 @@ inline bool sddmm_tiles_cover(const SddmmArgs &a) {
 }
 // Measured on the OpenCL CPU device (2 cores, AVX-512, 2026-11-30; docs/tiles_sycl.md): in the
 // density sweep (1024 x 1024, 2048 x 2048, 4096 x 1024; F = 32 and 128) the tiles became faster
-// than the sparse SDDMM kernel between d = 0.1 and 0.2 on every shape (1.10x - 1.42x at 0.2), and
-// on the grid's cases with d >= 0.2 they were 1.39x faster (geomean, 20 of 24 cases). The sparse
+// than the sparse SDDMM kernel between d = 0.1 and 0.2 on every shape (1.13x - 1.42x at 0.2), and
+// on the grid's cases with d >= 0.2 they were 1.52x faster (geomean, 23 of 24 cases). The sparse
 // kernel reduces every edge's dot product across a sub-group, the tiles reuse each staged slice
 // of Y for 64 rows.
 inline constexpr double kSddmmTilesCpuDensity = 0.2;
