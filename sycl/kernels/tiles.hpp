@@ -85,9 +85,12 @@ void spmm_tiles(const I *rowptr, const I *col, const T *val, const T *X, T *Y, l
     if (w < BM) {
       while (cur < end) {
         const long j = long(col[cur]);
+        // the value is read before the tests: written after them, Debian's ocloc 22.43 crashes
+        // (SIGSEGV) compiling the weighted instances for pvc
+        const T a = W ? val[cur] : T(1);
         if (j >= k0 + kc) break;
         if (j <= prev || j < k0) { bad = true; break; }  // unsorted or duplicate: this block falls back
-        As[w * BK + (j - k0)] = W ? val[cur] : T(1);
+        As[w * BK + (j - k0)] = a;
         prev = j;
         ++cur;
       }
