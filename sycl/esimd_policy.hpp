@@ -10,6 +10,7 @@
 //   sddmm  <float, I, NT, VLC, N>      NT threads per (row, head), chunks of VLC nonzeros, feature tile N
 //   spmm   <float, I, VLC, N, HAS_VAL> one thread per (row, feature tile of N), chunks of VLC nonzeros
 //   fusedmm<float, I, VLC, NF, ND, HAS_VAL>  NT = 1 SDDMM (feature tile NF) feeding the SpMM (output tile ND)
+//   spmm_xmx<float, I, NB, SPLIT, HAS_VAL>   dense-ish SpMM on DPAS: 8 rows x NB * 16 columns per thread
 #pragma once
 #include <cstdint>
 #include <string>
@@ -127,7 +128,27 @@ inline Instance fusedmm_instance(bool i64, int vlc, int nf, int nd, bool has_val
   return Instance::of(Kernel::esimd_fusedmm, DType::f32, itype_of(i64), vlc, nf, nd, has_val);
 }
 
-// Every instance the launchers can pick: 80 SDDMM, 32 SpMM, 128 FusedMM.
+// ---- XMX (DPAS) tiled SpMM for dense-ish inputs (sycl/kernels/esimd/tiles.hpp) ------------------
+// One thread per (block of 8 rows, NB * 16 output columns): NB = 1 for C <= 16, else 2.
+inline constexpr int kXmxNB[] = {1, 2};
+struct XmxLaunch {
+  int nb = 1;
+  std::int64_t local = 1, global = 0, threads = 0;
+};
+inline XmxLaunch spmm_xmx_launch(std::int64_t M, std::int64_t C) {
+  XmxLaunch l;
+  l.nb = C <= 16 ? 1 : 2;
+  l.threads = ceil_div(M, 8) * ceil_div(C, 16 * l.nb);
+  l.local = rows_per_group(l.threads);
+  l.global = ceil_div(l.threads, l.local) * l.local;
+  return l;
+}
+// split: 3xTF32 (precision fp32) or one tf32 product (precision tf32).
+inline Instance spmm_xmx_instance(bool i64, int nb, bool split, bool has_val) {
+  return Instance::of(Kernel::esimd_spmm_xmx, DType::f32, itype_of(i64), nb, split, has_val);
+}
+
+// Every instance the launchers can pick: 80 SDDMM, 32 SpMM, 128 FusedMM, 16 XMX SpMM.
 template <typename F>
 void for_each_esimd_instance(F &&f) {
   for (bool i64 : {false, true})
@@ -138,6 +159,10 @@ void for_each_esimd_instance(F &&f) {
         for (int nd : kN)
           for (bool v : {false, true}) f(fusedmm_instance(i64, vlc, n, nd, v));
       }
+  for (bool i64 : {false, true})
+    for (int nb : kXmxNB)
+      for (bool split : {true, false})
+        for (bool v : {false, true}) f(spmm_xmx_instance(i64, nb, split, v));
 }
 
 // Registered names of every instance of one entry file ("esimd/sddmm.hpp", ...).

@@ -28,8 +28,11 @@ enum class Kernel : std::uint8_t {
   esimd_sddmm,    // esimd/sddmm.hpp
   esimd_spmm,     // esimd/spmm.hpp
   esimd_fusedmm,  // esimd/fusedmm.hpp
+  spmm_tiles,     // tiles.hpp (dense-ish inputs)
+  esimd_spmm_xmx, // esimd/tiles.hpp (dense-ish inputs, DPAS)
+  sddmm_tiles,    // tiles.hpp (dense-ish inputs)
 };
-inline constexpr int kKernelCount = 8;
+inline constexpr int kKernelCount = 11;
 
 struct KernelSpec {
   Kernel id;
@@ -56,6 +59,11 @@ inline constexpr KernelSpec kKernels[kKernelCount] = {
      {A::dtype, A::itype, A::integer, A::integer, A::boolean}},  // T I VLC N HAS_VAL
     {Kernel::esimd_fusedmm, "esimd/fusedmm.hpp", "gnnsparse::esimd::fusedmm", 6,
      {A::dtype, A::itype, A::integer, A::integer, A::integer, A::boolean}},  // T I VLC NF ND HAS_VAL
+    {Kernel::spmm_tiles, "tiles.hpp", "gnnsparse::spmm_tiles", 6,
+     {A::dtype, A::itype, A::reduce, A::boolean, A::integer, A::integer}},  // T I R W SG V
+    {Kernel::esimd_spmm_xmx, "esimd/tiles.hpp", "gnnsparse::esimd::spmm_xmx", 5,
+     {A::dtype, A::itype, A::integer, A::boolean, A::boolean}},  // T I NB SPLIT HAS_VAL
+    {Kernel::sddmm_tiles, "tiles.hpp", "gnnsparse::sddmm_tiles", 3, {A::dtype, A::itype, A::integer}},  // T I SG
 };
 constexpr bool table_in_order() {
   for (int i = 0; i < kKernelCount; ++i)

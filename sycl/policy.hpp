@@ -118,6 +118,67 @@ inline Launch fusedmm_launch(const DeviceCaps &c, const FusedArgs &a) {
   return l;
 }
 
+// ---- tiled SpMM for dense-ish inputs (sycl/kernels/tiles.hpp) ---------------------------------
+// Which calls the tiled kernel covers: float32 features, sum or mean, no arg output, K > 0.
+inline bool tiles_cover(const SpmmArgs &a) {
+  return a.dtype == DType::f32 && (a.reduce == Reduce::sum || a.reduce == Reduce::mean) && a.A.M > 0 && a.A.K > 0 &&
+         a.C > 0;
+}
+
+// Columns per lane of the tiled kernel: one sub-group covers SG * V output columns.
+inline int tiles_v(long sg, long C) { return C <= sg ? 1 : C <= 2 * sg ? 2 : 4; }
+
+// The method choice on CPU devices: the tiles cost ~ M K C (dense work), the sparse kernel
+// ~ nnz C, so the rule is a density threshold. Measured on the OpenCL CPU device (2 cores,
+// AVX-512, 2026-11-30; docs/tiles_sycl.md): the tiled kernel was slower than the sparse kernel at
+// every measured density up to 1.0 (M, K in 1024..4096, C = 32 and 128): on a CPU the sparse
+// kernel's X rows stay in cache, so it spends only ~1.4x more per multiply-add than the tiled
+// kernel and does d times fewer of them (NumPy's BLAS product, ~3x the tiles' throughput, beat the
+// sparse kernel from d ~ 0.3: a faster tiled kernel could cross there). No crossover was measured,
+// so the threshold lies above every possible density: the policy never picks these tiles on a
+// CPU (GNNSPARSE_SYCL_TILES=on forces them).
+inline constexpr double kTilesCpuDensity = 2.0;  // > 1: never; set from a measured crossover
+inline bool prefer_tiles_cpu(long M, long K, long nnz, long C) {
+  if (M < 256 || K < 512 || C < 1) return false;
+  return double(nnz) >= kTilesCpuDensity * double(M) * double(K);
+}
+
+inline Launch spmm_tiles_launch(const DeviceCaps &c, const SpmmArgs &a) {
+  const long sg = long(c.preferred_sg);
+  const int V = tiles_v(sg, a.C);
+  const long RB = 16 / V, BM = RB * 4, WG = sg * 4, CW = sg * V;
+  Launch l;
+  l.inst = Instance::of(Kernel::spmm_tiles, DType::f32, a.A.itype, a.reduce, a.A.val != nullptr, int(sg), V);
+  l.local = std::size_t(WG);
+  l.global = std::size_t(((a.A.M + BM - 1) / BM) * ((a.C + CW - 1) / CW) * WG);
+  return l;
+}
+
+// Tiled SDDMM (dot, float32, any H and F): a work-group of 16 sub-groups per (64 rows, head).
+inline bool sddmm_tiles_cover(const SddmmArgs &a) {
+  return a.dtype == DType::f32 && a.op == SddmmOp::dot && a.A.M > 0 && a.A.K > 0 && a.A.nnz > 0 && a.H > 0 &&
+         a.F > 0;
+}
+// Measured on the OpenCL CPU device (2 cores, AVX-512, 2026-11-30; docs/tiles_sycl.md): in the
+// density sweep (1024 x 1024, 2048 x 2048, 4096 x 1024; F = 32 and 128) the tiles became faster
+// than the sparse SDDMM kernel between d = 0.1 and 0.2 on every shape (1.13x - 1.42x at 0.2), and
+// on the grid's cases with d >= 0.2 they were 1.52x faster (geomean, 23 of 24 cases). The sparse
+// kernel reduces every edge's dot product across a sub-group, the tiles reuse each staged slice
+// of Y for 64 rows.
+inline constexpr double kSddmmTilesCpuDensity = 0.2;
+inline bool prefer_sddmm_tiles_cpu(long M, long K, long nnz, long F) {
+  if (M < 256 || K < 512 || F < 1) return false;
+  return double(nnz) >= kSddmmTilesCpuDensity * double(M) * double(K);
+}
+inline Launch sddmm_tiles_launch(const DeviceCaps &c, const SddmmArgs &a) {
+  const long sg = long(c.preferred_sg), WG = sg * 16;
+  Launch l;
+  l.inst = Instance::of(Kernel::sddmm_tiles, DType::f32, a.A.itype, int(sg));
+  l.local = std::size_t(WG);
+  l.global = std::size_t(((a.A.M + 63) / 64) * a.H * WG);
+  return l;
+}
+
 // Every value of the code tables of gnnsparse/ops.hpp.
 #define GNNSPARSE_REDUCE_(name, ...) Reduce::name,
 #define GNNSPARSE_OP_(name, ...) SddmmOp::name,
@@ -146,6 +207,11 @@ void for_each_portable_instance(int sg, F &&f) {
           }
         }
       if (sg >= 2) f(Instance::of(Kernel::sddmm_dot_sg, t, i, sg));
+      if (t == DType::f32)  // the tiled SpMM (spmm_tiles_launch)
+        for (Reduce r : {Reduce::sum, Reduce::mean})
+          for (bool w : {false, true})
+            for (int V : {1, 2, 4}) f(Instance::of(Kernel::spmm_tiles, t, i, r, w, sg, V));
+      if (t == DType::f32) f(Instance::of(Kernel::sddmm_tiles, t, i, sg));  // sddmm_tiles_launch
       for (SddmmOp op : kSddmmOps) f(Instance::of(Kernel::sddmm_csr, t, i, op));
       for (SddmmOp op : kSddmmOps)
         for (EdgeFn e : kEdgeFns)

@@ -1,5 +1,7 @@
-// SDDMM dispatch: ESIMD on devices that have it (when it covers the case), else the portable kernel.
+// SDDMM dispatch: the tiled kernel for dense-ish inputs where the method choice picks it; else
+// ESIMD on devices that have it (when it covers the case), else the portable kernel.
 #include "launch.hpp"
+#include "tiles.hpp"
 
 namespace gnnsparse::sycl_rt {
 
@@ -7,6 +9,8 @@ sycl::event sddmm(sycl::queue &q, const SddmmArgs &a, const Deps &deps) {
   const DeviceCaps &caps = caps_of(q);
   check_dtype(caps, a.dtype);
   if (a.A.nnz == 0 || a.H == 0) return q.ext_oneapi_submit_barrier(deps);
+  // dense-ish inputs: the tiled kernel where the method choice (sycl/tiles.hpp) picks it
+  if (auto e = tiled_sddmm(q, a, deps)) return *e;
   if (caps.esimd)
     if (auto e = esimd_sddmm(q, a, deps)) return *e;
   const Launch l = sddmm_launch(caps, a);

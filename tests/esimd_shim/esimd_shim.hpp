@@ -322,5 +322,65 @@ simd<T, N> exp(simd<T, N> x) {
   return r;
 }
 
+// ---- XMX: dpas (xmx/dpas.hpp) ---------------------------------------------------------------
+// Reference model of esimd::xmx::dpas<SystolicDepth, RepeatCount, T, CT, BT, AT, BPrecision,
+// APrecision>(C, B, A) for the operand types the kernels use (tf32 x tf32 -> fp32), following the
+// doc comments and static checks of intel-sycl-rt's xmx/dpas.hpp:
+//   Result (M x N) = C (M x N) + A (M x K) x B (K x N), all row-major in the simd objects, with
+//   M = RepeatCount (1..8), K = SystolicDepth (8) * OpsPerChannel (32 / operand bits: 1 for tf32),
+//   N = ExecutionSize, deduced from B's size; tf32 requires N = 16 (pvc). B is "VNNI encoded":
+//   element (k, n) at ((k / OPC) * N + n) * OPC + k % OPC, which for tf32 (OPC = 1) is k * N + n.
+//   tf32 operands: the hardware reads the fp32 bit pattern as tf32 (1 sign, 8 exponent, 10
+//   mantissa bits); the model drops the 13 low mantissa bits, as the library's own emulation of
+//   the type does (experimental/esimd/tfloat32.hpp, from_float: bits & 0xFFFFE000).
+//   Accumulation: one systolic stage per k (k = 0 .. K - 1 in order), each adding the product
+//   (exact: 11 x 11 significant bits fit fp32) to the running fp32 value with round to nearest.
+//   The hardware's internal accumulator width and rounding inside one dpas are not specified by
+//   the ESIMD documentation: a kernel that is exact only under this model is not proven exact on
+//   the GPU (the gnnsparse kernels pre-round their operands to tf32 and add each dpas chain's
+//   result to an fp32 sum on the EU, so they depend on this only within one 32-column chunk).
+namespace xmx {
+enum class dpas_argument_type { Invalid = 0, bf16 = 9, fp16 = 10, tf32 = 12 };
+
+inline float tf32_operand(float v) {
+  std::uint32_t u;
+  std::memcpy(&u, &v, 4);
+  u &= 0xFFFFE000u;
+  std::memcpy(&v, &u, 4);
+  return v;
+}
+
+template <int SystolicDepth, int RepeatCount, typename T, typename CT, typename BT, typename AT,
+          dpas_argument_type BPrecision, dpas_argument_type APrecision, int N, int BN, int AN>
+simd<T, N> dpas(simd<CT, N> C, simd<BT, BN> B, simd<AT, AN> A) {
+  static_assert(SystolicDepth == 8, "dpas: systolic depth must be 8");
+  static_assert(RepeatCount >= 1 && RepeatCount <= 8, "dpas: repeat count in [1, 8]");
+  static_assert(APrecision == dpas_argument_type::tf32 && BPrecision == dpas_argument_type::tf32,
+                "the shim models tf32 x tf32 dpas only (what the kernels use)");
+  static_assert(std::is_same_v<T, float> && std::is_same_v<CT, float> && std::is_same_v<BT, float> &&
+                    std::is_same_v<AT, float>,
+                "tf32 dpas: float result, accumulator and operand storage");
+  constexpr int OPC = 1;                        // operands per channel: 32 / 32 bits
+  constexpr int K = SystolicDepth * OPC;        // 8
+  constexpr int E = BN / K;                     // execution size
+  static_assert(E * K == BN, "dpas: cannot deduce the execution size from B");
+  static_assert(E == 16, "tf32 dpas: execution size 16 only");
+  static_assert(AN == RepeatCount * K, "dpas: A must hold RepeatCount x K operands");
+  static_assert(N == RepeatCount * E, "dpas: C / the result must hold RepeatCount x ExecutionSize elements");
+  simd<T, N> R(T(0));
+  for (int m = 0; m < RepeatCount; ++m)
+    for (int n = 0; n < E; ++n) {
+      float acc = C[m * E + n];
+      for (int k = 0; k < K; ++k) {
+        const float a = tf32_operand(A[m * K + k]);
+        const float b = tf32_operand(B[((k / OPC) * E + n) * OPC + k % OPC]);
+        acc = acc + a * b;  // the product is exact; one rounding per stage (-ffp-contract=off)
+      }
+      R[m * E + n] = acc;
+    }
+  return R;
+}
+}  // namespace xmx
+
 }  // namespace esimd
 }  // namespace gnnsparse_shim

@@ -9,6 +9,8 @@
 //   4. checks that every output element was written exactly once and no access left its array.
 // Returns 0 on success, else the number of shim errors (text: shim_last_errors()).
 // Compile with -DSHIM_PART=1|2|3 to build one op per object (parallel builds); the default builds all.
+// -DSHIM_PART=4 builds only the XMX tiled SpMM (esimd/tiles.hpp) and the dpas model, as its own library
+// (tests/test_sycl_tiles.py).
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -17,9 +19,11 @@
 #include "esimd/sddmm.hpp"
 #include "esimd/spmm.hpp"
 #include "esimd_policy.hpp"
-
 #ifndef SHIM_PART
 #define SHIM_PART 0
+#endif
+#if SHIM_PART == 4
+#include "esimd/tiles.hpp"
 #endif
 
 namespace ge = gnnsparse::esimd;
@@ -156,6 +160,76 @@ int shim_spmm(int idx64, int vlc, int n, int reduce, const void *rowptr, const v
   };
   if (idx64) run(std::int64_t{}); else run(std::int32_t{});
   if (!ok) { shim::error("spmm: no instance for these parameters"); }
+  return finish("Y");
+}
+#endif
+
+#if SHIM_PART == 4
+// All errors of the last run, newline separated.
+const char *shim_last_errors() {
+  static std::string s;
+  s.clear();
+  for (auto &e : shim::state().errors) s += e + "\n";
+  return s.c_str();
+}
+
+// The dpas model alone: out[8 x 16] = C[8 x 16] + A[8 x 8] x B[8 x 16] (tf32 operands).
+void shim_dpas_tf32(const float *C, const float *B, const float *A, float *out) {
+  ge::simd<float, 128> c(0.0f), b(0.0f);
+  ge::simd<float, 64> a(0.0f);
+  for (int i = 0; i < 128; ++i) { c[i] = C[i]; b[i] = B[i]; }
+  for (int i = 0; i < 64; ++i) a[i] = A[i];
+  const ge::simd<float, 128> r = ge::dpas_tf32(c, b, a);
+  for (int i = 0; i < 128; ++i) out[i] = r[i];
+}
+
+// The launch the host launcher makes for the XMX tiled SpMM: out = {nb, local, global, threads}.
+void shim_xmx_policy(i64 M, i64 C, i64 *out) {
+  const gp::XmxLaunch l = gp::spmm_xmx_launch(M, C);
+  const i64 v[4] = {l.nb, l.local, l.global, l.threads};
+  std::memcpy(out, v, sizeof v);
+}
+
+// Registered names of the XMX instances, newline separated.
+const char *shim_instance_names(const char *entry) {
+  static std::string s;
+  s.clear();
+  for (auto &n : gp::all_instance_names(entry)) s += n + "\n";
+  return s.c_str();
+}
+
+// XMX tiled SpMM (sum / mean; reduce: a gnnsparse::Reduce code): Y[M, C] from X[K, C]; val may be
+// null. nb = 0: the launcher's choice; split: 1 = 3xTF32 (precision fp32), 0 = tf32.
+int shim_spmm_xmx(int idx64, int nb, int split, int reduce, const void *rowptr, const void *col, const float *val,
+                  const float *X, float *Y, i64 M, i64 K, i64 nnz, i64 C) {
+  shim::reset();
+  gp::XmxLaunch l = gp::spmm_xmx_launch(M, C);
+  if (nb) {
+    l.nb = nb;
+    l.threads = gp::ceil_div(M, 8) * gp::ceil_div(C, 16 * nb);
+    l.global = gp::ceil_div(l.threads, l.local) * l.local;
+  }
+  bool ok = false;
+  auto run = [&](auto I_tag) {
+    using I = decltype(I_tag);
+    register_csr<I>(rowptr, col, val, M, nnz);
+    if (K * C != 0) shim::add_range("X", X, sizeof(float) * K * C, false);
+    if (M * C != 0) shim::add_range("Y", Y, sizeof(float) * M * C, true, sizeof(float));
+    dispatch<1, 2>(l.nb, [&](auto NB) {
+      ok = true;
+      for (i64 g = 0; g < l.global; ++g) {
+        const auto *rp = static_cast<const I *>(rowptr);
+        const auto *cp = static_cast<const I *>(col);
+        const auto red = gnnsparse::Reduce(reduce);
+        if (split && val) ge::spmm_xmx_thread<float, I, NB.value, true, true>(g, rp, cp, val, X, Y, M, K, C, red);
+        else if (split) ge::spmm_xmx_thread<float, I, NB.value, true, false>(g, rp, cp, val, X, Y, M, K, C, red);
+        else if (val) ge::spmm_xmx_thread<float, I, NB.value, false, true>(g, rp, cp, val, X, Y, M, K, C, red);
+        else ge::spmm_xmx_thread<float, I, NB.value, false, false>(g, rp, cp, val, X, Y, M, K, C, red);
+      }
+    });
+  };
+  if (idx64) run(std::int64_t{}); else run(std::int32_t{});
+  if (!ok) shim::error("spmm_xmx: no instance for these parameters");
   return finish("Y");
 }
 #endif

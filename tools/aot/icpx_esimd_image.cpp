@@ -17,6 +17,7 @@
 #include "esimd/fusedmm.hpp"
 #include "esimd/sddmm.hpp"
 #include "esimd/spmm.hpp"
+#include "esimd/tiles.hpp"
 #include "esimd_policy.hpp"
 
 namespace {
@@ -54,6 +55,16 @@ void add_all(Table &t) {
                   syclexp::get_kernel_id<ge::fusedmm<float, I, VLC.value, N.value, ND.value, true>>());
       });
     });
+  });
+  each<gp::kXmxNB>([&](auto NB) {
+    t.emplace(name(gp::spmm_xmx_instance(i64, NB, true, false)),
+              syclexp::get_kernel_id<ge::spmm_xmx<float, I, NB.value, true, false>>());
+    t.emplace(name(gp::spmm_xmx_instance(i64, NB, true, true)),
+              syclexp::get_kernel_id<ge::spmm_xmx<float, I, NB.value, true, true>>());
+    t.emplace(name(gp::spmm_xmx_instance(i64, NB, false, false)),
+              syclexp::get_kernel_id<ge::spmm_xmx<float, I, NB.value, false, false>>());
+    t.emplace(name(gp::spmm_xmx_instance(i64, NB, false, true)),
+              syclexp::get_kernel_id<ge::spmm_xmx<float, I, NB.value, false, true>>());
   });
 }
 

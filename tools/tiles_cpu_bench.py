@@ -1,0 +1,186 @@
+"""Tiled vs sparse SYCL SpMM on the OpenCL CPU device, against NumPy's dense product and scipy.
+
+    python tools/tiles_cpu_bench.py [--grid] [--sweep] [--reps 5] [--json out.json]
+
+--grid: M, K in 1024..4096 (the smaller cases of the dense-ish grid), density 0.3 / 0.2 / 0.1,
+width N = 32 / 128, entries uniformly random, values and features uniform in [-1, 1]. Per case,
+in one process: gs.spmm with GNNSPARSE_SYCL_TILES=on (tiled kernel) and =off (sparse kernel),
+NumPy A_dense @ X (the densify, A.toarray(), timed separately and not included), scipy A @ X.
+Median of --reps rounds (the methods alternate within a round) after one warm-up round. Results are checked first (tiled == sparse
+kernel == float32 edge-order reference on a few rows, bitwise).
+--sweep: density 0.002 .. 0.3 at three shapes, tiled vs sparse: the crossover density per shape.
+--sddmm: the same grid and sweep for SDDMM (dot, F = N, one head): gs.sddmm tiled vs sparse vs
+NumPy's dense X @ Y.T (the whole M x K product; picking the sampled entries not included).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+import scipy.sparse as sp
+
+import gnnsparse as gs
+
+
+def case(M, K, d, seed=0):
+    rng = np.random.default_rng(seed)
+    nnz = int(round(d * M * K))
+    flat = rng.choice(M * K, size=nnz, replace=False)
+    flat.sort()
+    rows, cols = np.divmod(flat, K)
+    vals = rng.uniform(-1, 1, nnz).astype(np.float32)
+    S = sp.csr_matrix((vals, (rows, cols)), shape=(M, K))
+    S.sort_indices()
+    A = gs.CSR(S.indptr.astype(np.int32), S.indices.astype(np.int32), S.data.astype(np.float32), (M, K))
+    return A, S
+
+
+def spmm_mode(A, X, mode):
+    os.environ["GNNSPARSE_SYCL_TILES"] = mode
+    return gs.spmm(A, X, "sum")
+
+
+def run_case(M, K, d, N, reps, dense=True):
+    A, S = case(M, K, d)
+    X = np.random.default_rng(1).uniform(-1, 1, (K, N)).astype(np.float32)
+    yt, ys = spmm_mode(A, X, "on"), spmm_mode(A, X, "off")
+    ok = bool(np.array_equal(yt, ys))
+    row = {"M": M, "K": K, "density": d, "N": N, "nnz": int(S.nnz), "tiles_eq_sparse": ok}
+    fns = {"tiles_s": lambda: spmm_mode(A, X, "on"), "sparse_s": lambda: spmm_mode(A, X, "off")}
+    if dense:
+        t0 = time.perf_counter()
+        D = S.toarray()
+        row["densify_s"] = time.perf_counter() - t0
+        fns["numpy_s"] = lambda: D @ X
+        fns["scipy_s"] = lambda: S @ X
+    # the methods alternate (one call each per round, after one warm-up round), so a change in the
+    # machine's load hits them alike; the median over the rounds is reported
+    times = {k: [] for k in fns}
+    for f in fns.values():
+        f()
+    for _ in range(reps):
+        for k, f in fns.items():
+            t0 = time.perf_counter()
+            f()
+            times[k].append(time.perf_counter() - t0)
+    for k, ts in times.items():
+        row[k] = statistics.median(ts)
+    os.environ.pop("GNNSPARSE_SYCL_TILES", None)
+    return row
+
+
+def run_sddmm_case(M, K, d, F, reps, dense=True):
+    A, S = case(M, K, d)
+    rng = np.random.default_rng(2)
+    X = rng.uniform(-1, 1, (M, F)).astype(np.float32)
+    Y = rng.uniform(-1, 1, (K, F)).astype(np.float32)
+
+    def sd(mode):
+        os.environ["GNNSPARSE_SYCL_TILES"] = mode
+        return gs.sddmm(A, X, Y)
+
+    et, es = sd("on"), sd("off")
+    R = np.einsum("kf,kf->k", X[np.repeat(np.arange(M), np.diff(S.indptr))].astype(np.float64),
+                  Y[S.indices].astype(np.float64))
+    err = lambda E: float(np.abs(E.reshape(-1) - R).max() / np.abs(R).max())
+    row = {"M": M, "K": K, "density": d, "N": F, "nnz": int(S.nnz), "tiles_err": err(et), "sparse_err": err(es)}
+    fns = {"tiles_s": lambda: sd("on"), "sparse_s": lambda: sd("off")}
+    if dense:
+        fns["numpy_s"] = lambda: X @ Y.T
+    times = {k: [] for k in fns}
+    for f in fns.values():
+        f()
+    for _ in range(reps):
+        for k, f in fns.items():
+            t0 = time.perf_counter()
+            f()
+            times[k].append(time.perf_counter() - t0)
+    for k, ts in times.items():
+        row[k] = statistics.median(ts)
+    os.environ.pop("GNNSPARSE_SYCL_TILES", None)
+    return row
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--grid", action="store_true")
+    ap.add_argument("--sweep", action="store_true")
+    ap.add_argument("--sddmm", action="store_true")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    out = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "grid": [], "sweep": []}
+    print(f"# {out['date']}  numpy {np.__version__}  scipy {sp.__name__ and __import__('scipy').__version__}  "
+          f"threads: {os.cpu_count()} cores", flush=True)
+    if a.grid:
+        shapes = [(1024, 1024), (3072, 1024), (4096, 1024), (2048, 2048), (4096, 2048), (4096, 4096)]
+        print("M K density N | tiles_ms sparse_ms numpy_ms scipy_ms densify_ms | sparse/tiles numpy/tiles scipy/tiles eq")
+        for M, K in shapes:
+            for d in (0.3, 0.2, 0.1):
+                for N in (32, 128):
+                    r = run_case(M, K, d, N, a.reps)
+                    out["grid"].append(r)
+                    print(f"{M} {K} {d} {N} | {r['tiles_s']*1e3:.2f} {r['sparse_s']*1e3:.2f} {r['numpy_s']*1e3:.2f} "
+                          f"{r['scipy_s']*1e3:.2f} {r['densify_s']*1e3:.2f} | {r['sparse_s']/r['tiles_s']:.2f} "
+                          f"{r['numpy_s']/r['tiles_s']:.2f} {r['scipy_s']/r['tiles_s']:.2f} {r['tiles_eq_sparse']}",
+                          flush=True)
+        g = out["grid"]
+        for key in ("sparse_s", "numpy_s", "scipy_s"):
+            gm = float(np.exp(np.mean([np.log(r[key] / r["tiles_s"]) for r in g])))
+            print(f"geomean {key[:-2]}/tiles = {gm:.2f}")
+    if a.sweep:
+        print("sweep: M K N density | tiles_ms sparse_ms sparse/tiles")
+        for M, K in [(1024, 1024), (2048, 2048), (4096, 1024)]:
+            for N in (32, 128):
+                cross = None
+                for d in (0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.2, 0.3):
+                    r = run_case(M, K, d, N, a.reps, dense=False)
+                    out["sweep"].append(r)
+                    ratio = r["sparse_s"] / r["tiles_s"]
+                    if ratio >= 1 and cross is None:
+                        cross = d
+                    if ratio < 1:
+                        cross = None
+                    print(f"{M} {K} {N} {d} | {r['tiles_s']*1e3:.3f} {r['sparse_s']*1e3:.3f} {ratio:.2f}", flush=True)
+                print(f"crossover {M}x{K} N={N}: tiles faster from density {cross}", flush=True)
+    if a.sddmm:
+        out["sddmm_grid"], out["sddmm_sweep"] = [], []
+        print("SDDMM: M K density F | tiles_ms sparse_ms numpy_ms | sparse/tiles numpy/tiles | err tiles sparse")
+        for M, K in [(1024, 1024), (3072, 1024), (4096, 1024), (2048, 2048), (4096, 2048), (4096, 4096)]:
+            for d in (0.3, 0.2, 0.1):
+                for F in (32, 128):
+                    r = run_sddmm_case(M, K, d, F, a.reps)
+                    out["sddmm_grid"].append(r)
+                    print(f"{M} {K} {d} {F} | {r['tiles_s']*1e3:.2f} {r['sparse_s']*1e3:.2f} {r['numpy_s']*1e3:.2f} | "
+                          f"{r['sparse_s']/r['tiles_s']:.2f} {r['numpy_s']/r['tiles_s']:.2f} | "
+                          f"{r['tiles_err']:.1e} {r['sparse_err']:.1e}", flush=True)
+        g = out["sddmm_grid"]
+        for key in ("sparse_s", "numpy_s"):
+            gm = float(np.exp(np.mean([np.log(r[key] / r["tiles_s"]) for r in g])))
+            print(f"SDDMM geomean {key[:-2]}/tiles = {gm:.2f}")
+        print("SDDMM sweep: M K F density | tiles_ms sparse_ms sparse/tiles")
+        for M, K in [(1024, 1024), (2048, 2048), (4096, 1024)]:
+            for F in (32, 128):
+                cross = None
+                for d in (0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.2, 0.3):
+                    r = run_sddmm_case(M, K, d, F, a.reps, dense=False)
+                    out["sddmm_sweep"].append(r)
+                    ratio = r["sparse_s"] / r["tiles_s"]
+                    if ratio >= 1 and cross is None:
+                        cross = d
+                    if ratio < 1:
+                        cross = None
+                    print(f"{M} {K} {F} {d} | {r['tiles_s']*1e3:.3f} {r['sparse_s']*1e3:.3f} {ratio:.2f}", flush=True)
+                print(f"SDDMM crossover {M}x{K} F={F}: tiles faster from density {cross}", flush=True)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
