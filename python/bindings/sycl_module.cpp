@@ -160,10 +160,13 @@ PYBIND11_MODULE(_sycl, m) {
                     gnnsparse::SpmmArgs a{A, t, r, &dummy, &dummy, arg ? (std::int64_t *)&dummy : nullptr,
                                           width};
                     check(rt::spmm_launch(caps, a));
+                    if (t == gnnsparse::DType::f32 && (r == gnnsparse::Reduce::sum || r == gnnsparse::Reduce::mean) && !arg)
+                      check(rt::spmm_tiles_launch(caps, a));  // the dense-ish path (sycl/tiles.cpp)
                   }
                 for (gnnsparse::SddmmOp op : rt::kSddmmOps) {
                   gnnsparse::SddmmArgs a{A, t, op, &dummy, &dummy, &dummy, 2, width};
                   check(rt::sddmm_launch(caps, a));
+                  if (t == gnnsparse::DType::f32 && op == gnnsparse::SddmmOp::dot) check(rt::sddmm_tiles_launch(caps, a));
                   for (gnnsparse::EdgeFn e : rt::kEdgeFns) {
                     gnnsparse::FusedArgs f{A, t, op, e, 0.2, &dummy, &dummy,
                                            &dummy, &dummy, nullptr, 2, 3, width};
