@@ -74,3 +74,23 @@ SHAPES = [
     (9, 0, 0.0, 0),
 ]
 WIDTHS = [1, 3, 16, 17, 64, 130]
+
+
+@pytest.fixture(params=["cpu", "cuda"])
+def torch_cpu_cuda(request):
+    """A torch device: the CPU (SYCL backend) and CUDA, each skipped where its backend is absent."""
+    import torch
+
+    if request.param == "cuda":
+        from gnnsparse import _cuda_backend
+
+        if not torch.cuda.is_available() or not _cuda_backend.backend.available():
+            pytest.skip("no CUDA device or no compiled gnnsparse CUDA module")
+    else:
+        sycl_or_skip()
+    return torch.device(request.param)
+
+
+def rel(a, b):
+    """Largest absolute difference of two tensors relative to the largest |b|."""
+    return float((a.detach() - b.detach()).abs().max() / b.detach().abs().max().clamp_min(1e-30))

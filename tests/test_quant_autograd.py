@@ -17,23 +17,10 @@ import gnnsparse as gs  # noqa: E402
 from gnnsparse import reference as ref  # noqa: E402
 from gnnsparse.quant import autograd as qa  # noqa: E402
 
-from conftest import random_csr, sycl_or_skip  # noqa: E402
+from conftest import random_csr, rel, torch_cpu_cuda  # noqa: E402
 
 
-@pytest.fixture(params=["cpu", "cuda"])
-def device(request):
-    if request.param == "cuda":
-        from gnnsparse import _cuda_backend
-
-        if not torch.cuda.is_available() or not _cuda_backend.backend.available():
-            pytest.skip("no CUDA device or no compiled gnnsparse CUDA module")
-    else:
-        sycl_or_skip()
-    return torch.device(request.param)
-
-
-def rel(a, b):
-    return float((a.detach() - b.detach()).abs().max() / b.detach().abs().max().clamp_min(1e-30))
+device = torch_cpu_cuda  # the fixture of conftest, under the name these tests use
 
 
 BOUND = {8: 0.05, 4: 0.5}

@@ -19,23 +19,10 @@ from gnnsparse.quant import model as qmodel  # noqa: E402
 from gnnsparse.quant import nn as qnn  # noqa: E402
 from gnnsparse.torch import nn as tnn  # noqa: E402
 
-from conftest import sycl_or_skip  # noqa: E402
+from conftest import rel, sycl_or_skip, torch_cpu_cuda  # noqa: E402
 
 
-@pytest.fixture(params=["cpu", "cuda"])
-def device(request):
-    if request.param == "cuda":
-        from gnnsparse import _cuda_backend
-
-        if not torch.cuda.is_available() or not _cuda_backend.backend.available():
-            pytest.skip("no CUDA device or no compiled gnnsparse CUDA module")
-    else:
-        sycl_or_skip()
-    return torch.device(request.param)
-
-
-def rel(a, b):
-    return float((a.detach() - b.detach()).abs().max() / b.detach().abs().max().clamp_min(1e-30))
+device = torch_cpu_cuda  # the fixture of conftest, under the name these tests use
 
 
 def _pair(Q, F, device, **kw):
