@@ -106,6 +106,35 @@ def run_sddmm_case(M, K, d, F, reps, dense=True):
     return row
 
 
+
+SWEEP_SHAPES = [(1024, 1024), (2048, 2048), (4096, 1024)]
+SWEEP_DENSITIES = (0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.2, 0.3)
+
+
+def geomean_vs_tiles(rows, key):
+    """Geometric mean of row[key] / row["tiles_s"] (> 1: the tiles faster)."""
+    return float(np.exp(np.mean([np.log(r[key] / r["tiles_s"]) for r in rows])))
+
+
+def sweep(label, width_name, run, sink, reps):
+    """Density sweep of one op: tiles vs the sparse kernel per shape and width; prints the lowest
+    density from which the tiles stay faster (the crossover)."""
+    print(f"{label}sweep: M K {width_name} density | tiles_ms sparse_ms sparse/tiles")
+    for M, K in SWEEP_SHAPES:
+        for W in (32, 128):
+            cross = None
+            for d in SWEEP_DENSITIES:
+                r = run(M, K, d, W, reps, dense=False)
+                sink.append(r)
+                ratio = r["sparse_s"] / r["tiles_s"]
+                if ratio >= 1 and cross is None:
+                    cross = d
+                if ratio < 1:
+                    cross = None
+                print(f"{M} {K} {W} {d} | {r['tiles_s']*1e3:.3f} {r['sparse_s']*1e3:.3f} {ratio:.2f}", flush=True)
+            print(f"{label}crossover {M}x{K} {width_name}={W}: tiles faster from density {cross}", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--grid", action="store_true")
@@ -129,25 +158,10 @@ def main():
                           f"{r['scipy_s']*1e3:.2f} {r['densify_s']*1e3:.2f} | {r['sparse_s']/r['tiles_s']:.2f} "
                           f"{r['numpy_s']/r['tiles_s']:.2f} {r['scipy_s']/r['tiles_s']:.2f} {r['tiles_eq_sparse']}",
                           flush=True)
-        g = out["grid"]
         for key in ("sparse_s", "numpy_s", "scipy_s"):
-            gm = float(np.exp(np.mean([np.log(r[key] / r["tiles_s"]) for r in g])))
-            print(f"geomean {key[:-2]}/tiles = {gm:.2f}")
+            print(f"geomean {key[:-2]}/tiles = {geomean_vs_tiles(out['grid'], key):.2f}")
     if a.sweep:
-        print("sweep: M K N density | tiles_ms sparse_ms sparse/tiles")
-        for M, K in [(1024, 1024), (2048, 2048), (4096, 1024)]:
-            for N in (32, 128):
-                cross = None
-                for d in (0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.2, 0.3):
-                    r = run_case(M, K, d, N, a.reps, dense=False)
-                    out["sweep"].append(r)
-                    ratio = r["sparse_s"] / r["tiles_s"]
-                    if ratio >= 1 and cross is None:
-                        cross = d
-                    if ratio < 1:
-                        cross = None
-                    print(f"{M} {K} {N} {d} | {r['tiles_s']*1e3:.3f} {r['sparse_s']*1e3:.3f} {ratio:.2f}", flush=True)
-                print(f"crossover {M}x{K} N={N}: tiles faster from density {cross}", flush=True)
+        sweep("", "N", run_case, out["sweep"], a.reps)
     if a.sddmm:
         out["sddmm_grid"], out["sddmm_sweep"] = [], []
         print("SDDMM: M K density F | tiles_ms sparse_ms numpy_ms | sparse/tiles numpy/tiles | err tiles sparse")
@@ -159,24 +173,9 @@ def main():
                     print(f"{M} {K} {d} {F} | {r['tiles_s']*1e3:.2f} {r['sparse_s']*1e3:.2f} {r['numpy_s']*1e3:.2f} | "
                           f"{r['sparse_s']/r['tiles_s']:.2f} {r['numpy_s']/r['tiles_s']:.2f} | "
                           f"{r['tiles_err']:.1e} {r['sparse_err']:.1e}", flush=True)
-        g = out["sddmm_grid"]
         for key in ("sparse_s", "numpy_s"):
-            gm = float(np.exp(np.mean([np.log(r[key] / r["tiles_s"]) for r in g])))
-            print(f"SDDMM geomean {key[:-2]}/tiles = {gm:.2f}")
-        print("SDDMM sweep: M K F density | tiles_ms sparse_ms sparse/tiles")
-        for M, K in [(1024, 1024), (2048, 2048), (4096, 1024)]:
-            for F in (32, 128):
-                cross = None
-                for d in (0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.2, 0.3):
-                    r = run_sddmm_case(M, K, d, F, a.reps, dense=False)
-                    out["sddmm_sweep"].append(r)
-                    ratio = r["sparse_s"] / r["tiles_s"]
-                    if ratio >= 1 and cross is None:
-                        cross = d
-                    if ratio < 1:
-                        cross = None
-                    print(f"{M} {K} {F} {d} | {r['tiles_s']*1e3:.3f} {r['sparse_s']*1e3:.3f} {ratio:.2f}", flush=True)
-                print(f"SDDMM crossover {M}x{K} F={F}: tiles faster from density {cross}", flush=True)
+            print(f"SDDMM geomean {key[:-2]}/tiles = {geomean_vs_tiles(out['sddmm_grid'], key):.2f}")
+        sweep("SDDMM ", "F", run_sddmm_case, out["sddmm_sweep"], a.reps)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)
