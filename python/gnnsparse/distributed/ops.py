@@ -37,7 +37,7 @@ from torch import Tensor
 
 from ..torch import functional as gf
 from ..torch import _library as L
-from ..torch.graph import GraphTensors, build
+from ..torch.graph import GraphTensors, build, self_loops
 from . import halo as _halo
 from .partition import LocalGraph
 
@@ -265,35 +265,8 @@ def gcn_norm(dg: DistGraph, *, add_self_loops: bool = True, dtype: torch.dtype =
     g = dg.graph
     dev = g.device
     n = dg.n_local
-    rows, col = g.rows.to(torch.int64), g.col.to(torch.int64)
-    val = g.val
-    if add_self_loops:
-        keep = rows != col  # local row i is column i
-        loop_val = None
-        if val is not None:
-            loop_val = torch.ones(n, dtype=val.dtype, device=dev)
-            loops = torch.nonzero(~keep).reshape(-1)
-            if loops.numel():
-                last = torch.full((n,), -1, dtype=torch.int64, device=dev).scatter_reduce_(
-                    0, rows[loops], loops, "amax")
-                has = torch.nonzero(last >= 0).reshape(-1)
-                loop_val = loop_val.index_put((has,), val[last[has]])
-        kept = torch.nonzero(keep).reshape(-1)
-        kr = rows[kept]
-        rowptr = torch.zeros(n + 1, dtype=torch.int64, device=dev)
-        rowptr[1:] = torch.cumsum(torch.bincount(kr, minlength=n) + 1, 0)
-        nnz = kept.numel() + n
-        new_col = torch.empty(nnz, dtype=torch.int64, device=dev)
-        kept_pos = torch.arange(kept.numel(), device=dev) + kr
-        loop_pos = rowptr[1:] - 1
-        new_col[kept_pos] = col[kept]
-        new_col[loop_pos] = torch.arange(n, device=dev)
-        new_val = None
-        if val is not None:
-            new_val = torch.empty(nnz, dtype=val.dtype, device=dev)
-            new_val[kept_pos] = val[kept]
-            new_val[loop_pos] = loop_val
-        g = build(rowptr, new_col, new_val, g.num_cols)
+    if add_self_loops:  # local row i is column i: [local | halo] columns
+        g = self_loops(g, "remaining", 1.0, leading_columns=True)
     w = g.val if g.val is not None else torch.ones(g.nnz, dtype=dtype, device=dev)
     if w.dtype != dtype:
         w = w.to(dtype)

@@ -226,16 +226,18 @@ def as_graph_tensors(graph, like, num_nodes: Optional[int] = None) -> GraphTenso
 
 
 # ---------------------------------------------------------------- self loops
-def self_loops(g: GraphTensors, mode: str, fill: float = 1.0) -> GraphTensors:
+def self_loops(g: GraphTensors, mode: str, fill: float = 1.0, *, leading_columns: bool = False) -> GraphTensors:
     """A square graph with exactly one self loop per node, as PyG builds it.
 
     mode="replace": drop existing loops, add one loop per node weighing `fill` (GATConv:
     remove_self_loops + add_self_loops); mode="remaining": keep the weight of an existing loop
     (the last one when a node has several) and give the others `fill` (GCNConv:
     add_remaining_self_loops). edge_perm of the result follows PyG's edge order: the kept edges in
-    the caller's order, then the loops of nodes 0..n-1.
+    the caller's order, then the loops of nodes 0..n-1. Each row's loop is its last entry.
+    leading_columns: the graph may have more columns than rows, its first num_rows columns being
+    the rows' own nodes (a distributed piece: [local | halo] columns); row i's loop is column i.
     """
-    if g.num_rows != g.num_cols:
+    if g.num_rows > g.num_cols if leading_columns else g.num_rows != g.num_cols:
         raise ValueError(f"self loops need a square graph, got {g.num_rows} x {g.num_cols}")
     n, dev = g.num_rows, g.device
     rows, col = g.rows.to(torch.int64), g.col.to(torch.int64)
@@ -278,4 +280,5 @@ def self_loops(g: GraphTensors, mode: str, fill: float = 1.0) -> GraphTensors:
         perm = torch.empty(nnz, dtype=torch.int64, device=dev)
         perm[kept_pos] = rank
         perm[loop_pos] = kept.numel() + torch.arange(n, device=dev)
-    return build(rowptr, new_col, new_val, n, edge_perm=perm, itype=g.col.dtype if nnz <= INT32_MAX else None)
+    return build(rowptr, new_col, new_val, g.num_cols, edge_perm=perm,
+                 itype=g.col.dtype if nnz <= INT32_MAX else None)
