@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "gnnsparse/ops.hpp"
 
@@ -98,16 +99,24 @@ template <class A> __device__ __forceinline__ A group_sum(A v, int G, unsigned m
 
 template <class A> __device__ __forceinline__ bool is_nan(A x) { return x != x; }
 
-// Reduction policy. update() takes messages in ascending edge order; merge() takes partial
-// results of consecutive edge segments in ascending order, so ties keep the smallest edge index
-// and the first NaN wins (numpy.argmax semantics). write() does the mean division and zeroes
-// empty rows.
+// The reduction rule of every kernel (float and quantized; row kernels, shuffle-tree merges and
+// the hub pass): A is the accumulator (float / double, or int32 / int64 for unweighted quantized
+// messages). update() takes messages in ascending edge order; merge() joins the partial results
+// of two consecutive edge ranges -- `left` says whether (acc, arg) holds the earlier one, and both
+// lanes of a shuffle exchange compute the same value. Ties keep the smallest edge index and the
+// first NaN wins (numpy.argmax semantics); as that is a total order on (value, edge), max / min
+// give the same result whatever the merge tree. write() does the mean division and zeroes empty
+// rows.
 template <class A, Reduce R> struct Reducer {
   static constexpr bool kHasArg = has_arg(R);
   __device__ __forceinline__ static A init() {
-    if constexpr (R == Reduce::max) return -INFINITY;
-    else if constexpr (R == Reduce::min) return INFINITY;
-    else return A(0);
+    if constexpr (std::is_floating_point_v<A>) {
+      if constexpr (R == Reduce::max) return -INFINITY;
+      else if constexpr (R == Reduce::min) return INFINITY;
+      else return A(0);
+    } else {
+      return A(0);  // integer max / min: the arg (-1 = nothing held) decides, not the value
+    }
   }
   __device__ __forceinline__ static bool better(A v, A cur) {
     if constexpr (R == Reduce::max) return v > cur || (is_nan(v) && !is_nan(cur));
@@ -120,8 +129,17 @@ template <class A, Reduce R> struct Reducer {
       acc += v;
     }
   }
-  __device__ __forceinline__ static void merge(A& acc, int64_t& arg, A v, int64_t k) {
-    update(acc, arg, v, k);
+  template <class Arg>
+  __device__ __forceinline__ static void merge(A& acc, Arg& arg, A o, Arg oa, bool left) {
+    if constexpr (kHasArg) {
+      const A la = left ? acc : o, ra = left ? o : acc;
+      const Arg lg = left ? arg : oa, rg = left ? oa : arg;
+      const bool take_right = rg >= 0 && (lg < 0 || better(ra, la));
+      acc = take_right ? ra : la;
+      arg = take_right ? rg : lg;
+    } else {
+      acc = left ? acc + o : o + acc;
+    }
   }
   __device__ __forceinline__ static A write(A acc, int64_t deg) {
     if (deg == 0) return A(0);

@@ -3,13 +3,18 @@
 // Graph Embedding and Graph Neural Networks", IPDPS 2021).
 //
 // Schedule (policy.cuh, plan_fused): one group of G lanes per (row, head). For each edge the
-// group computes the score (lanes split F, butterfly sum, so every lane holds it), applies the
-// edge function and accumulates w * Z[j, h, cols] into its registers. Row softmax is done in one
-// pass with a running max and sum (the accumulator is rescaled when the max grows; Milakov &
-// Gimelshein, "Online normalizer calculation for softmax", 2018). Hub rows take the hub pass of
-// segments.cuh, as SpMM's do: fused_segment_kernel writes the partial state (max, sum, acc) of
-// each (segment, hub row, head) to a workspace slot and fused_combine_kernel merges a hub row's
-// states in segment order. Deterministic, no atomics.
+// group computes the score (lanes split F, butterfly sum, so every lane holds it; the row operand
+// X[i] is held in registers when it fits one vector per lane), applies the edge function and
+// accumulates w * Z[j, h, cols] into its registers (TL vectors per lane). When Y is Z (and F ==
+// D) the gathered row feeds both. Row softmax is done in one pass with a running max and sum (the
+// accumulator is rescaled when the max grows; Milakov & Gimelshein, "Online normalizer
+// calculation for softmax", 2018), and partial states of contiguous edge ranges merge exactly
+// like that (FusedState::merge). Rows longer than kWarpRowMin are taken by the whole warp (its
+// groups run contiguous parts, merged by a fixed shuffle tree). Hub rows take the hub pass of
+// segments.cuh: fused_segment_kernel (a warp per (segment, head)) writes each piece's state to a
+// workspace slot, hub_combine_kernel<FusedCombine> folds a hub row's states in segment order, and
+// fused_hub_norm_kernel turns a softmax hub row's raw scores in E into weights. Deterministic,
+// no atomics.
 #include "common.cuh"
 #include "dispatch.cuh"
 #include "policy.cuh"
@@ -18,12 +23,22 @@
 
 namespace gnnsparse::cuda_detail {
 
-template <class T, class I, SddmmOp OP, EdgeFn EF, int V>
+template <class A> __device__ __forceinline__ A exp_of(A x) { return exp(x); }
+
+// Online-softmax rescale factors of two states with maxima m and o merged into max(m, o).
+template <class A> __device__ __forceinline__ void merge_scales(A m, A o, A& mn, A& sa, A& sb) {
+  mn = max(m, o);
+  sa = m == mn ? A(1) : exp_of(m - mn);
+  sb = o == mn ? A(1) : exp_of(o - mn);
+}
+
+template <class T, class I, SddmmOp OP, EdgeFn EF, int V, int TL, bool SAME>
 struct FusedAgent {
   using A = typename AccOf<T>::type;
   using VT = typename ValOf<T>::type;
-  static constexpr int TL = FusedTuning::kColVecsPerLane;
+  using Vec = VecT<T, V>;
   static constexpr int U = FusedTuning::kUnroll;
+  static constexpr bool SM = row_softmax(EF);
 
   struct Args {
     const I* __restrict__ rowptr;
@@ -60,55 +75,109 @@ struct FusedAgent {
   }
   __device__ __forceinline__ static A apply(A e, double slope) {
     if constexpr (EF == EdgeFn::leaky_relu) return e > A(0) ? e : static_cast<A>(slope) * e;
-    else if constexpr (EF == EdgeFn::exp) return exp(e);
+    else if constexpr (EF == EdgeFn::exp) return exp_of(e);
     else return e;
   }
 
-  // Edges [k0, k1) of row i, head h. Writes E (raw score for softmax, w otherwise) from
-  // column block 0 when E is given.
+  // st := st (+) o, the states of two consecutive edge ranges (`left`: st holds the earlier one);
+  // both lanes of a shuffle exchange compute the same value.
+  __device__ __forceinline__ static void merge(State& st, const State& o, bool left) {
+    if constexpr (SM) {
+      A mn, sa, sb;
+      merge_scales(left ? st.m : o.m, left ? o.m : st.m, mn, sa, sb);
+      const A ls = left ? st.s : o.s, rs = left ? o.s : st.s;
+      st.s = ls * sa + rs * sb;
+#pragma unroll
+      for (int t = 0; t < TL; ++t)
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+          const A la = left ? st.acc[t][e] : o.acc[t][e], ra = left ? o.acc[t][e] : st.acc[t][e];
+          st.acc[t][e] = la * sa + ra * sb;
+        }
+      st.m = mn;
+    } else {
+#pragma unroll
+      for (int t = 0; t < TL; ++t)
+#pragma unroll
+        for (int e = 0; e < V; ++e) st.acc[t][e] = left ? st.acc[t][e] + o.acc[t][e] : o.acc[t][e] + st.acc[t][e];
+    }
+  }
+  // The partner's state across an xor-shuffle of distance `off`.
+  __device__ __forceinline__ static State shfl(const State& st, int off) {
+    State o;
+    o.m = __shfl_xor_sync(0xffffffffu, st.m, off);
+    o.s = __shfl_xor_sync(0xffffffffu, st.s, off);
+#pragma unroll
+    for (int t = 0; t < TL; ++t)
+#pragma unroll
+      for (int e = 0; e < V; ++e) o.acc[t][e] = __shfl_xor_sync(0xffffffffu, st.acc[t][e], off);
+    return o;
+  }
+
+  // Edges [k0, k1) of row i, head h, in ascending order, into st. Writes E (raw score for
+  // softmax, w otherwise) from column block 0 when E is given.
   __device__ __forceinline__ static void run(const Args& a, int64_t i, int64_t h, int64_t k0,
                                              int64_t k1, int G, int sub, unsigned mask,
                                              const int64_t (&c)[TL], const bool (&ok)[TL],
                                              State& st) {
     const bool weighted = a.val != nullptr;
     const bool write_e = a.E != nullptr && blockIdx.y == 0 && sub == 0;
+    const T* __restrict__ xrow = a.X + (i * a.H + h) * a.F;
+    // The row operand: in registers when Y is Z (the lane's TL vectors); otherwise loaded per batch
+    // (an L1 hit after the first).
+    Vec xr[TL];
+    if constexpr (SAME) {
+#pragma unroll
+      for (int t = 0; t < TL; ++t)
+        if (ok[t]) xr[t] = *reinterpret_cast<const Vec*>(xrow + c[t]);
+    }
     for (int64_t k = k0; k < k1; k += U) {
-      int64_t j[U];
+      I j[U];
       A wv[U];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const bool in = k + u < k1;
-        j[u] = in ? static_cast<int64_t>(__ldg(a.col + k + u)) : 0;
+        j[u] = in ? __ldg(a.col + k + u) : I(0);
         wv[u] = (weighted && in) ? static_cast<A>(__ldg(a.val + k + u)) : A(1);
       }
-      // Rows of Z first: independent of the scores, so their latency overlaps the dot products.
-      A z[U][TL][V];
+      // Rows of Z first: independent of the scores, so their latency overlaps the dot products
+      // (when Y is Z they are the dot's operand too).
+      Vec z[U][TL];
 #pragma unroll
       for (int u = 0; u < U; ++u)
 #pragma unroll
         for (int t = 0; t < TL; ++t)
-          if (ok[t] && k + u < k1) load_vec<T, V>(a.Z + (j[u] * a.H + h) * a.D + c[t], z[u][t]);
-      // Scores.
+          if (ok[t] && k + u < k1) z[u][t] = *reinterpret_cast<const Vec*>(a.Z + (static_cast<int64_t>(j[u]) * a.H + h) * a.D + c[t]);
       A sc[U];
       if constexpr (OP == SddmmOp::add) {
         const A xi = to_acc<A>(a.X[i * a.H + h]);
 #pragma unroll
         for (int u = 0; u < U; ++u)
-          sc[u] = k + u < k1 ? xi + to_acc<A>(a.Y[j[u] * a.H + h]) : A(0);
+          sc[u] = k + u < k1 ? xi + to_acc<A>(a.Y[static_cast<int64_t>(j[u]) * a.H + h]) : A(0);
       } else {
 #pragma unroll
         for (int u = 0; u < U; ++u) sc[u] = A(0);
-        for (int64_t f = int64_t(sub) * V; f < a.F; f += int64_t(G) * V) {
-          A x[V], y[U][V];
-          load_vec<T, V>(a.X + (i * a.H + h) * a.F + f, x);
+        if constexpr (SAME) {
 #pragma unroll
           for (int u = 0; u < U; ++u)
-            if (k + u < k1) load_vec<T, V>(a.Y + (j[u] * a.H + h) * a.F + f, y[u]);
 #pragma unroll
-          for (int u = 0; u < U; ++u)
-            if (k + u < k1)
+            for (int t = 0; t < TL; ++t)
+              if (ok[t] && k + u < k1)
 #pragma unroll
-              for (int e = 0; e < V; ++e) sc[u] += x[e] * y[u][e];
+                for (int e = 0; e < V; ++e) sc[u] += to_acc<A>(xr[t].v[e]) * to_acc<A>(z[u][t].v[e]);
+        } else {
+          for (int64_t f = int64_t(sub) * V; f < a.F; f += int64_t(G) * V) {
+            const Vec x = *reinterpret_cast<const Vec*>(xrow + f);
+            Vec y[U];
+#pragma unroll
+            for (int u = 0; u < U; ++u)
+              if (k + u < k1) y[u] = *reinterpret_cast<const Vec*>(a.Y + (static_cast<int64_t>(j[u]) * a.H + h) * a.F + f);
+#pragma unroll
+            for (int u = 0; u < U; ++u)
+              if (k + u < k1)
+#pragma unroll
+                for (int e = 0; e < V; ++e) sc[u] += to_acc<A>(x.v[e]) * to_acc<A>(y[u].v[e]);
+          }
         }
 #pragma unroll
         for (int u = 0; u < U; ++u) sc[u] = group_sum(sc[u], G, mask);
@@ -116,57 +185,150 @@ struct FusedAgent {
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         if (k + u >= k1) break;
-        A w;
-        if constexpr (row_softmax(EF)) {
+        if constexpr (SM) {
           if constexpr (EF == EdgeFn::leaky_relu_softmax)
             sc[u] = sc[u] > A(0) ? sc[u] : static_cast<A>(a.slope) * sc[u];
           const A mn = max(st.m, sc[u]);
-          const A scale = st.m == mn ? A(1) : exp(st.m - mn);
-          const A p = exp(sc[u] - mn);
+          const A scale = st.m == mn ? A(1) : exp_of(st.m - mn);
+          const A p = exp_of(sc[u] - mn);
           st.s = st.s * scale + p;
           st.m = mn;
-          w = p * wv[u];
+          const A w = p * wv[u];
 #pragma unroll
           for (int t = 0; t < TL; ++t)
 #pragma unroll
-            for (int e = 0; e < V; ++e) st.acc[t][e] = st.acc[t][e] * scale + w * z[u][t][e];
+            for (int e = 0; e < V; ++e) st.acc[t][e] = st.acc[t][e] * scale + w * to_acc<A>(z[u][t].v[e]);
           if (write_e) a.E[(k + u) * a.H + h] = from_acc<T>(sc[u]);
         } else {
-          w = apply(sc[u], a.slope) * wv[u];
+          const A w = apply(sc[u], a.slope) * wv[u];
 #pragma unroll
           for (int t = 0; t < TL; ++t)
 #pragma unroll
-            for (int e = 0; e < V; ++e) st.acc[t][e] += w * z[u][t][e];
+            for (int e = 0; e < V; ++e) st.acc[t][e] += w * to_acc<A>(z[u][t].v[e]);
           if (write_e) a.E[(k + u) * a.H + h] = from_acc<T>(w);
+        }
+      }
+    }
+  }
+
+  // Edges [kb, ke) of row i, head h, by the whole warp: its NG = 32 / G groups each run a
+  // contiguous part, then a fixed xor tree merges the parts (lower part = earlier edges). Every
+  // lane of the warp must call this; every lane ends with the row's state.
+  __device__ __forceinline__ static void run_warp(const Args& a, int64_t i, int64_t h, int64_t kb, int64_t ke,
+                                                  int G, int lane, const int64_t (&c)[TL], const bool (&ok)[TL],
+                                                  State& st) {
+    const int sub = lane % G, part = lane / G, NG = 32 / G;
+    const int64_t n = ke - kb;
+    init(st);
+    run(a, i, h, kb + n * part / NG, kb + n * (part + 1) / NG, G, sub, group_mask(G), c, ok, st);
+    for (int off = G; off < 32; off <<= 1) merge(st, shfl(st, off), (lane & off) == 0);
+  }
+
+  // Out row i, head h, from the finished state; for softmax, E's raw scores of the row turned into
+  // the normalized, value-scaled weights by the `lanes` lanes (sub: this lane's index in them).
+  __device__ __forceinline__ static void finish(const Args& a, T* __restrict__ Out, int64_t i, int64_t h,
+                                                int64_t k0, int64_t k1, const int64_t (&c)[TL],
+                                                const bool (&ok)[TL], const State& st, bool writer, int sub,
+                                                int lanes, unsigned mask) {
+    const int64_t deg = k1 - k0;
+    A inv = A(1);
+    if constexpr (SM) inv = deg > 0 ? A(1) / st.s : A(0);
+    if (writer) {
+#pragma unroll
+      for (int t = 0; t < TL; ++t) {
+        if (!ok[t]) continue;
+        A out[V];
+#pragma unroll
+        for (int e = 0; e < V; ++e) out[e] = st.acc[t][e] * inv;
+        store_vec<T, V>(Out + (i * a.H + h) * a.D + c[t], out);
+      }
+    }
+    if constexpr (SM) {
+      if (a.E != nullptr && blockIdx.y == 0 && deg > 0) {
+        __syncwarp(mask);  // the raw scores of the row were written by other lanes
+        for (int64_t k = k0 + sub; k < k1; k += lanes) {
+          A w = exp_of(to_acc<A>(a.E[k * a.H + h]) - st.m) * inv;
+          if (a.val != nullptr) w *= static_cast<A>(a.val[k]);
+          a.E[k * a.H + h] = from_acc<T>(w);
         }
       }
     }
   }
 };
 
-// One group per (segment, head): each hub piece of the segment is run from a fresh state, which
-// goes to its workspace slot (max and sum from lane 0 of column block 0, acc from every lane).
-template <class T, class I, SddmmOp OP, EdgeFn EF, int V>
-__global__ void __launch_bounds__(FusedTuning::kBlockThreads)
-fused_segment_kernel(typename FusedAgent<T, I, OP, EF, V>::Args a, int G, int64_t seg,
-                     int64_t thr, int64_t nsegments, typename AccOf<T>::type* __restrict__ ws,
-                     const int* __restrict__ has_hub) {
-  if (*has_hub == 0) return;
-  using Ag = FusedAgent<T, I, OP, EF, V>;
-  constexpr int TL = Ag::TL;
+// Resident blocks asked of the register allocator (TL = 1 only), the most that compile without
+// spilling for sm_90: 3 (<= 80 registers) for 4-byte features when the dot's operands need no
+// second gather (Y is Z) or there is no dot (add), else 2 (the Y rows of a batch are held too).
+template <class T, int TL, SddmmOp OP, bool SAME> constexpr int fused_min_blocks() {
+  if constexpr (TL != 1 || sizeof(T) == 8) return 1;
+  else if constexpr (sizeof(T) == 4 && (SAME || OP == SddmmOp::add)) return FusedTuning::kMinBlocks;
+  else return FusedTuning::kMinBlocksWide;
+}
+
+// One group per (row, head); rows longer than kWarpRowMin are taken by the whole warp after its
+// short rows, hub rows (deg > hub_thr > 0) are left to the hub pass.
+template <class T, class I, SddmmOp OP, EdgeFn EF, int V, int TL, bool SAME>
+__global__ void __launch_bounds__(FusedTuning::kBlockThreads, fused_min_blocks<T, TL, OP, SAME>())
+fused_row_kernel(typename FusedAgent<T, I, OP, EF, V, TL, SAME>::Args a, T* __restrict__ Out, int G,
+                 int64_t hub_thr) {
+  using Ag = FusedAgent<T, I, OP, EF, V, TL, SAME>;
   const int64_t item = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / G;
-  const int sub = threadIdx.x % G;
-  if (item >= nsegments * a.H) return;
-  const unsigned mask = group_mask(G);
-  const int64_t s = item / a.H, h = item % a.H;
-  const SegmentRows sr = segment_rows(a.rowptr, a.M, a.nnz, seg, s);
+  const int sub = threadIdx.x % G, lane = threadIdx.x % 32;
+  const bool live = item < a.M * a.H;
+  const int64_t i = live ? item / a.H : 0, h = live ? item % a.H : 0;
+  int64_t k0 = 0, k1 = 0;
+  if (live) {
+    k0 = static_cast<int64_t>(__ldg(a.rowptr + i));
+    k1 = static_cast<int64_t>(__ldg(a.rowptr + i + 1));
+  }
+  const bool hub = hub_thr > 0 && k1 - k0 > hub_thr;
+  const bool warp_split = G < 32;
+  const bool warp_row = live && !hub && warp_split && k1 - k0 > FusedTuning::kWarpRowMin;
   int64_t c[TL];
   bool ok[TL];
   Ag::columns(a.D, G, sub, c, ok);
-  for_each_hub_piece(a.rowptr, sr, thr, [&](int slot, int64_t r, int64_t kb, int64_t ke) {
-    typename Ag::State st;
+  typename Ag::State st;
+  if (live && !hub && !warp_row) {
+    const unsigned mask = group_mask(G);
     Ag::init(st);
-    Ag::run(a, r, h, kb, ke, G, sub, mask, c, ok, st);
+    Ag::run(a, i, h, k0, k1, G, sub, mask, c, ok, st);
+    Ag::finish(a, Out, i, h, k0, k1, c, ok, st, true, sub, G, mask);
+  }
+  if (warp_split) {
+    unsigned pending = __ballot_sync(0xffffffffu, warp_row && sub == 0);
+    while (pending) {
+      const int leader = __ffs(pending) - 1;
+      pending &= pending - 1;
+      const int64_t r = __shfl_sync(0xffffffffu, static_cast<long long>(i), leader);
+      const int64_t rh = __shfl_sync(0xffffffffu, static_cast<long long>(h), leader);
+      const int64_t kb = __shfl_sync(0xffffffffu, static_cast<long long>(k0), leader);
+      const int64_t ke = __shfl_sync(0xffffffffu, static_cast<long long>(k1), leader);
+      Ag::run_warp(a, r, rh, kb, ke, G, lane, c, ok, st);
+      Ag::finish(a, Out, r, rh, kb, ke, c, ok, st, lane < G, lane, 32, 0xffffffffu);
+    }
+  }
+}
+
+// One warp per (segment, head): each hub piece of the segment is run by the warp's groups from a
+// fresh state, merged, and stored to its workspace slot (max and sum from lane 0 of column block
+// 0, acc from the lanes of the first group).
+template <class T, class I, SddmmOp OP, EdgeFn EF, int V, int TL, bool SAME>
+__global__ void __launch_bounds__(FusedTuning::kBlockThreads)
+fused_segment_kernel(typename FusedAgent<T, I, OP, EF, V, TL, SAME>::Args a, int G, HubGeometry g,
+                     typename AccOf<T>::type* __restrict__ ws) {
+  using Ag = FusedAgent<T, I, OP, EF, V, TL, SAME>;
+  if (*g.flag == 0) return;
+  const int64_t item = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  if (item >= g.nsegments * a.H) return;  // whole warps leave together
+  const int lane = threadIdx.x % 32, sub = lane % G;
+  const int64_t s = item / a.H, h = item % a.H;
+  int64_t c[TL];
+  bool ok[TL];
+  Ag::columns(a.D, G, sub, c, ok);
+  hub_pieces(a.rowptr, g, s, [&](int slot, int64_t r, int64_t kb, int64_t ke) {
+    typename Ag::State st;
+    Ag::run_warp(a, r, h, kb, ke, G, lane, c, ok, st);
+    if (lane >= G) return;
     auto* w = ws + ((s * 2 + slot) * a.H + h) * (a.D + 2);
     if (blockIdx.y == 0 && sub == 0) { w[0] = st.m; w[1] = st.s; }
 #pragma unroll
@@ -177,135 +339,82 @@ fused_segment_kernel(typename FusedAgent<T, I, OP, EF, V>::Args a, int G, int64_
   });
 }
 
-template <class T, class I, SddmmOp OP, EdgeFn EF, int V>
-__global__ void __launch_bounds__(FusedTuning::kBlockThreads)
-fused_row_kernel(typename FusedAgent<T, I, OP, EF, V>::Args a, T* __restrict__ Out, int G,
-                 int64_t hub_thr) {
-  using Ag = FusedAgent<T, I, OP, EF, V>;
-  using A = typename Ag::A;
-  constexpr int TL = Ag::TL;
-  const int64_t item = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / G;
-  const int sub = threadIdx.x % G;
-  if (item >= a.M * a.H) return;
-  const unsigned mask = group_mask(G);
-  const int64_t i = item / a.H, h = item % a.H;
-  int64_t c[TL];
-  bool ok[TL];
-  Ag::columns(a.D, G, sub, c, ok);
-  typename Ag::State st;
-  Ag::init(st);
-  const int64_t k0 = a.rowptr[i], k1 = a.rowptr[i + 1], deg = k1 - k0;
-  if (hub_thr > 0 && deg > hub_thr) return;  // hub row: left to the hub pass
-  Ag::run(a, i, h, k0, k1, G, sub, mask, c, ok, st);
-  A inv = A(1);
-  if constexpr (row_softmax(EF)) inv = deg > 0 ? A(1) / st.s : A(0);
-#pragma unroll
-  for (int t = 0; t < TL; ++t) {
-    if (!ok[t]) continue;
-    A out[V];
-#pragma unroll
-    for (int e = 0; e < V; ++e) out[e] = st.acc[t][e] * inv;
-    store_vec<T, V>(Out + (i * a.H + h) * a.D + c[t], out);
-  }
-  if constexpr (row_softmax(EF)) {
-    // E holds the raw scores; turn them into the normalized, value-scaled weights.
-    if (a.E != nullptr && blockIdx.y == 0 && deg > 0) {
-      __syncwarp(mask);
-      for (int64_t k = k0 + sub; k < k1; k += G) {
-        const A e = to_acc<A>(a.E[k * a.H + h]);
-        A w = exp(e - st.m) * inv;
-        if (a.val != nullptr) w *= static_cast<A>(a.val[k]);
-        a.E[k * a.H + h] = from_acc<T>(w);
-      }
-    }
-  }
-}
-
-
-// Hub rows: block b merges the hub rows that start in segments NW b .. NW b + NW - 1, head by
-// head: thread (part, column) folds a contiguous range of segment states in order, then the
-// parts are folded in order through shared memory; softmax edge values of the row are then
-// normalized by the whole block. Fixed order everywhere: deterministic.
-template <class T, class I, EdgeFn EF>
-__global__ void __launch_bounds__(FusedTuning::kCombineThreads)
-fused_combine_kernel(const I* __restrict__ rowptr, const typename ValOf<T>::type* __restrict__ val,
-                     T* __restrict__ Out, T* __restrict__ E, int64_t M, int64_t nnz, int64_t H,
-                     int64_t D, int64_t seg, int64_t thr, int64_t nsegments,
-                     const typename AccOf<T>::type* __restrict__ ws,
-                     const int* __restrict__ has_hub) {
+// The hub pass's state of FusedMM: per slot and head (max, sum) and acc[D]; a Part is one column
+// of it (the head's max and sum with one accumulator). write() stores Out and, for the softmax's
+// edge values, the row's final (max, 1 / sum) per head in fin (indexed by the row's first
+// segment).
+template <class T, EdgeFn EF>
+struct FusedCombine {
   using A = typename AccOf<T>::type;
-  constexpr int NT = FusedTuning::kCombineThreads, NW = NT / 32;
-  if (*has_hub == 0) return;
-  constexpr bool SM = row_softmax(EF);
-  __shared__ int64_t rows[NW];
-  __shared__ A sm[NT], ss[NT], sacc[NT];
-  __shared__ A fin[2];
-  const int tid = threadIdx.x;
-  hub_rows_starting_in_block<NW>(rowptr, M, nnz, seg, thr, nsegments, rows);
-  auto fold = [](A& m, A& s, A& acc, A pm, A ps, A pacc) {
-    if constexpr (SM) {
-      const A mn = max(m, pm);
-      const A sa = m == mn ? A(1) : exp(m - mn);
-      const A sb = pm == mn ? A(1) : exp(pm - mn);
-      s = s * sa + ps * sb;
-      acc = acc * sa + pacc * sb;
-      m = mn;
-    } else {
-      acc += pacc;
-    }
+  static constexpr bool SM = row_softmax(EF);
+  struct Params {
+    const A* __restrict__ ws;
+    T* __restrict__ out;
+    A* __restrict__ fin;  // nsegments x H x 2, or null
+    int64_t H, D;
   };
-  for (int w = 0; w < NW; ++w) {
-    const int64_t r = rows[w];
-    if (r < 0) continue;
-    const int64_t k0 = rowptr[r], k1 = rowptr[r + 1];
-    const int64_t c0 = k0 / seg, n = (k1 - 1) / seg - c0 + 1;  // the row's segments: c0 .. c0 + n - 1
-    const int64_t CT = D < 1 ? 1 : (D < NT ? D : NT);
-    const int64_t P = NT / CT;
-    for (int64_t h = 0; h < H; ++h) {
-      for (int64_t cb = 0; cb < (D < 1 ? 1 : D); cb += CT) {
-        const int64_t cidx = tid % CT, part = tid / CT, cc = cb + cidx;
-        const bool has_col = cc < D;
-        A m = -INFINITY, s = A(0), acc = A(0);
-        if (part < P) {
-          const int64_t q0 = n * part / P, q1 = n * (part + 1) / P;
-#pragma unroll 4
-          for (int64_t q = q0; q < q1; ++q) {
-            const int64_t sg = c0 + q, slot = hub_slot(sg, seg, k0);
-            const A* p = ws + ((sg * 2 + slot) * H + h) * (D + 2);
-            fold(m, s, acc, SM ? p[0] : A(0), SM ? p[1] : A(0), has_col ? p[2 + cc] : A(0));
-          }
-        }
-        sm[tid] = m;
-        ss[tid] = s;
-        sacc[tid] = acc;
-        __syncthreads();
-        if (tid < CT) {
-          for (int64_t q = 1; q < P; ++q) fold(m, s, acc, sm[q * CT + tid], ss[q * CT + tid], sacc[q * CT + tid]);
-          const A inv = SM ? A(1) / s : A(1);
-          if (has_col) Out[(r * H + h) * D + cc] = from_acc<T>(acc * inv);
-          if (tid == 0) { fin[0] = m; fin[1] = inv; }
-        }
-        __syncthreads();
-      }
-      if constexpr (SM) {
-        if (E != nullptr) {
-          const A m = fin[0], inv = fin[1];
-          for (int64_t k = k0 + tid; k < k1; k += NT) {
-            A wv = exp(to_acc<A>(E[k * H + h]) - m) * inv;
-            if (val != nullptr) wv *= static_cast<A>(val[k]);
-            E[k * H + h] = from_acc<T>(wv);
-          }
-        }
-        __syncthreads();
-      }
+  struct Part {
+    A m, s, acc;
+  };
+  static constexpr int kLoads = 8;
+  __device__ __forceinline__ static int64_t width(const Params& p) { return p.H * (p.D > 0 ? p.D : 1); }
+  __device__ __forceinline__ static Part identity() { return {A(-INFINITY), A(0), A(0)}; }
+  __device__ __forceinline__ static Part load(const Params& p, int64_t slot, int64_t cc) {
+    const int64_t Dw = p.D > 0 ? p.D : 1, h = cc / Dw, d = cc % Dw;
+    const A* w = p.ws + (slot * p.H + h) * (p.D + 2);
+    return {SM ? w[0] : A(0), SM ? w[1] : A(0), p.D > 0 ? w[2 + d] : A(0)};
+  }
+  __device__ __forceinline__ static void fold(Part& acc, const Part& nx) {
+    if constexpr (SM) {
+      A mn, sa, sb;
+      merge_scales(acc.m, nx.m, mn, sa, sb);
+      acc.s = acc.s * sa + nx.s * sb;
+      acc.acc = acc.acc * sa + nx.acc * sb;
+      acc.m = mn;
+    } else {
+      acc.acc += nx.acc;
     }
   }
+  __device__ __forceinline__ static void write(const Params& p, int64_t r, int64_t cc, const Part& acc, int64_t,
+                                               int64_t c0) {
+    const int64_t Dw = p.D > 0 ? p.D : 1, h = cc / Dw, d = cc % Dw;
+    const A inv = SM ? A(1) / acc.s : A(1);
+    if (p.D > 0) p.out[(r * p.H + h) * p.D + d] = from_acc<T>(acc.acc * inv);
+    if (p.fin != nullptr && d == 0) {
+      p.fin[(c0 * p.H + h) * 2] = acc.m;
+      p.fin[(c0 * p.H + h) * 2 + 1] = inv;
+    }
+  }
+};
+
+// Softmax hub rows with E: one warp per (segment, head) turns the raw scores of each hub piece
+// into the normalized, value-scaled weights, with the row's (max, 1 / sum) from fin.
+template <class T, class I>
+__global__ void __launch_bounds__(FusedTuning::kBlockThreads)
+fused_hub_norm_kernel(const I* __restrict__ rowptr, const typename ValOf<T>::type* __restrict__ val,
+                      T* __restrict__ E, int64_t H, HubGeometry g, const typename AccOf<T>::type* __restrict__ fin) {
+  using A = typename AccOf<T>::type;
+  if (*g.flag == 0) return;
+  const int64_t item = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  if (item >= g.nsegments * H) return;
+  const int lane = threadIdx.x % 32;
+  const int64_t s = item / H, h = item % H;
+  hub_pieces(rowptr, g, s, [&](int, int64_t r, int64_t kb, int64_t ke) {
+    const int64_t c0 = static_cast<int64_t>(rowptr[r]) / g.seg;
+    const A m = fin[(c0 * H + h) * 2], inv = fin[(c0 * H + h) * 2 + 1];
+    for (int64_t k = kb + lane; k < ke; k += 32) {
+      A w = exp_of(to_acc<A>(E[k * H + h]) - m) * inv;
+      if (val != nullptr) w *= static_cast<A>(val[k]);
+      E[k * H + h] = from_acc<T>(w);
+    }
+  });
 }
 
-template <class T, class I, SddmmOp OP, EdgeFn EF, int V>
+template <class T, class I, SddmmOp OP, EdgeFn EF, int V, int TL, bool SAME>
 void launch_fused(const FusedPlan& p, const FusedArgs& f, cudaStream_t stream) {
   using A = typename AccOf<T>::type;
-  using Ag = FusedAgent<T, I, OP, EF, V>;
+  using Ag = FusedAgent<T, I, OP, EF, V, TL, SAME>;
+  using Cmb = FusedCombine<T, EF>;
   const typename Ag::Args a{static_cast<const I*>(f.A.rowptr), static_cast<const I*>(f.A.col),
                             static_cast<const typename ValOf<T>::type*>(f.A.val),
                             static_cast<const T*>(f.X), static_cast<const T*>(f.Y),
@@ -315,20 +424,25 @@ void launch_fused(const FusedPlan& p, const FusedArgs& f, cudaStream_t stream) {
   constexpr int B = FusedTuning::kBlockThreads;
   HubWorkspace ws;
   if (p.hub.seg > 0) {
+    const bool norm = row_softmax(EF) && a.E != nullptr;
     const size_t elems = static_cast<size_t>(p.hub.nsegments) * 2 * a.H * (a.D + 2);
-    ws.begin(elems * sizeof(A), a.rowptr, a.M, p.hub.thr, stream);
+    const size_t fin_elems = norm ? static_cast<size_t>(p.hub.nsegments) * a.H * 2 : 0;
+    ws.begin(p.hub, (elems + fin_elems) * sizeof(A), a.rowptr, a.M, a.nnz, f.A.max_degree, stream);
+    A* fin = norm ? ws.payload<A>(elems * sizeof(A)) : nullptr;
     const dim3 grid(static_cast<unsigned>(p.segment_blocks), static_cast<unsigned>(p.col_blocks));
-    fused_segment_kernel<T, I, OP, EF, V><<<grid, B, 0, stream>>>(
-        a, p.group, p.hub.seg, p.hub.thr, p.hub.nsegments, ws.payload<A>(), ws.flag());
+    fused_segment_kernel<T, I, OP, EF, V, TL, SAME><<<grid, B, 0, stream>>>(a, p.group, ws.geometry(),
+                                                                           ws.payload<A>());
     GS_LAUNCH_CHECK("fused_segment_kernel");
-    fused_combine_kernel<T, I, EF><<<static_cast<unsigned>(p.combine_blocks),
-                                     FusedTuning::kCombineThreads, 0, stream>>>(
-        a.rowptr, a.val, out, a.E, a.M, a.nnz, a.H, a.D, p.hub.seg, p.hub.thr, p.hub.nsegments,
-        ws.payload<A>(), ws.flag());
-    GS_LAUNCH_CHECK("fused_combine_kernel");
+    launch_hub_combine<Cmb>(p.hub, a.rowptr, ws, typename Cmb::Params{ws.payload<A>(), out, fin, a.H, a.D},
+                            stream);
+    if (norm) {
+      fused_hub_norm_kernel<T, I><<<static_cast<unsigned>(p.segment_blocks), B, 0, stream>>>(
+          a.rowptr, a.val, a.E, a.H, ws.geometry(), fin);
+      GS_LAUNCH_CHECK("fused_hub_norm_kernel");
+    }
   }
   const dim3 grid(static_cast<unsigned>(p.row_blocks), static_cast<unsigned>(p.col_blocks));
-  fused_row_kernel<T, I, OP, EF, V><<<grid, B, 0, stream>>>(a, out, p.group, p.hub.row_limit());
+  fused_row_kernel<T, I, OP, EF, V, TL, SAME><<<grid, B, 0, stream>>>(a, out, p.group, p.hub.row_limit());
   GS_LAUNCH_CHECK("fused_row_kernel");
   ws.end();
 }
@@ -353,10 +467,23 @@ void run_fused(const FusedArgs& f, cudaStream_t stream) {
                        reinterpret_cast<uintptr_t>(f.Y) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(f.Z) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(f.out) % 16 == 0;
-  const FusedPlan p = plan_fused(f.A.M, f.A.nnz, f.H, f.F, f.D, OP == SddmmOp::add,
-                                 f.A.max_degree, sizeof(T), aligned);
-  check_grid("fusedmm", {p.row_blocks, p.segment_blocks, p.combine_blocks}, p.col_blocks);
-  dispatch_vec<16 / sizeof(T)>(p.vec, [&](auto v) { launch_fused<T, I, OP, EF, decltype(v)::value>(p, f, stream); });
+  const FusedPlan p = plan_fused(f.A.M, f.A.nnz, f.H, f.F, f.D, OP == SddmmOp::add, f.A.max_degree, sizeof(T),
+                                 aligned, f.Y == f.Z);
+  check_grid("fusedmm", {p.row_blocks, p.segment_blocks, p.hub.combine_blocks(), p.hub.map_blocks()}, p.col_blocks);
+  dispatch_vec<16 / sizeof(T)>(p.vec, [&](auto v) {
+    constexpr int V = decltype(v)::value;
+    constexpr int TL2 = FusedTuning::kMaxVecsPerLane;
+    if constexpr (V == 1) {  // the scalar path (odd widths): one instance, TL = 2 (the plan's)
+      launch_fused<T, I, OP, EF, 1, TL2, false>(p, f, stream);
+    } else if (p.per_lane == 1) {
+      if constexpr (OP == SddmmOp::dot) {
+        if (p.same) return launch_fused<T, I, OP, EF, V, 1, true>(p, f, stream);
+      }
+      launch_fused<T, I, OP, EF, V, 1, false>(p, f, stream);
+    } else {
+      launch_fused<T, I, OP, EF, V, TL2, false>(p, f, stream);
+    }
+  });
 }
 
 }  // namespace gnnsparse::cuda_detail

@@ -1,5 +1,6 @@
-// Launch policy for every kernel, in one place (CUB-style: named constexpr tuning fields plus
-// one plan function per op). Kernels read only the plan they are given.
+// Launch policy for every CUDA kernel of the package, in one place (CUB-style: named constexpr
+// tuning fields plus one plan function per op). Kernels read only the plan they are given; the
+// numbers below were measured on the H200 (sm_90): docs/cuda_results.md says how.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -12,18 +13,22 @@ inline int64_t pow2ceil(int64_t x) {
   return p;
 }
 
-// The hub pass of SpMM and FusedMM (kernels in segments.cuh): rows longer than `thr` nonzeros
-// (hubs) are not walked by one group. The nnz range is cut into fixed segments of `seg` entries
-// (aligned to multiples of seg), each (segment, hub row) piece is reduced into a workspace slot,
-// and a combine kernel folds the slots of each hub row in segment order. Fixed segments and a
-// fixed combine order keep results bitwise reproducible.
+// ---- the hub pass (segments.cuh) ------------------------------------------------------------
+// Rows longer than `thr` nonzeros (hubs) are not walked by one group. The nnz range is cut into
+// fixed segments of `seg` entries; a map kernel finds each segment's first and last row once (so
+// no later kernel searches rowptr); a segment kernel reduces each (segment, hub row) piece into a
+// workspace slot; a combine kernel folds the slots of each hub row in a fixed order. SDDMM, whose
+// pieces need no combining, writes its hub pieces directly. Fixed segments and a fixed fold order
+// keep results bitwise reproducible.
 struct SegmentTuning {
   static constexpr int64_t kMinSegment = 256;  // rows up to this length are never hubs
   static constexpr int64_t kHubFactor = 16;    // hub = row longer than 16x the average row
   static constexpr int64_t kMaxHub = int64_t(1) << 30;  // cap on the hub threshold
   static constexpr int64_t kWorkspaceElems = int64_t(1) << 23;  // cap on partial-slot elements
-  static constexpr int kFlagThreads = 256;         // hub flag kernel: block size
-  static constexpr int64_t kFlagMaxBlocks = 1024;  // and grid cap (grid-stride loop)
+  static constexpr int kMapThreads = 256;          // map kernel: one thread per segment
+  static constexpr int kFlagThreads = 256;         // hub flag kernel (max degree unknown)
+  static constexpr int64_t kFlagMaxBlocks = 1024;  // and its grid cap (grid-stride loop)
+  static constexpr int kCombineThreads = 512;      // combine: one warp per segment looks for a row
 };
 
 struct SegmentPlan {
@@ -32,6 +37,13 @@ struct SegmentPlan {
   int64_t nsegments = 0;  // ceil(nnz / seg) when there is a pass
   // What the row kernels take: they leave rows longer than this to the hub pass (0 = none).
   int64_t row_limit() const { return seg > 0 ? thr : 0; }
+  int64_t map_blocks() const {
+    return (nsegments + SegmentTuning::kMapThreads - 1) / SegmentTuning::kMapThreads;
+  }
+  int64_t combine_blocks() const {
+    constexpr int NW = SegmentTuning::kCombineThreads / 32;
+    return (nsegments + NW - 1) / NW;
+  }
 };
 
 // Hub threshold: kHubFactor times the average row, at least kMinSegment, a power of two.
@@ -45,15 +57,16 @@ inline int64_t hub_threshold(int64_t M, int64_t nnz) {
 
 // Segments start at `min_seg` nonzeros and double until the workspace fits under
 // kWorkspaceElems (2 slots of `slot_elems` elements per segment: the row that holds its first and
-// the row that holds its last entry). The threshold is raised to the segment length if needed, so
-// a hub is longer than a segment and a segment meets at most two hub rows. max_deg is the longest
-// row if known, else -1 (then every matrix with more than thr nonzeros runs the pass, whose flag
-// kernel lets the hub kernels return at once when no row is a hub).
+// the row that holds its last entry; slot_elems 0: no workspace). The threshold is raised to the
+// segment length if needed, so a hub is longer than a segment and a segment meets at most two hub
+// rows. max_deg is the longest row if known, else -1 (then every matrix with more than thr
+// nonzeros runs the pass, whose flag kernel lets the hub kernels return at once when no row is a
+// hub).
 inline SegmentPlan plan_segments(int64_t M, int64_t nnz, int64_t max_deg, int64_t min_seg,
                                  int64_t slot_elems) {
   SegmentPlan p;
   int64_t seg = min_seg;
-  while (nnz / seg * 2 * slot_elems > SegmentTuning::kWorkspaceElems) seg <<= 1;
+  while (slot_elems > 0 && nnz / seg * 2 * slot_elems > SegmentTuning::kWorkspaceElems) seg <<= 1;
   p.thr = std::max(hub_threshold(M, nnz), seg);
   const bool hubs = max_deg < 0 ? nnz > p.thr : max_deg > p.thr;
   p.seg = hubs ? seg : 0;
@@ -61,68 +74,67 @@ inline SegmentPlan plan_segments(int64_t M, int64_t nnz, int64_t max_deg, int64_
   return p;
 }
 
-// Blocks of the combine kernels: one warp per segment looks for a hub row starting in it.
-inline int64_t combine_blocks(int64_t nsegments, int combine_threads) {
-  return (nsegments + combine_threads / 32 - 1) / (combine_threads / 32);
-}
-
-// Row-parallel SpMM (one group of G lanes per row, lanes split the feature columns, every lane
-// walks the row's edges in ascending order), plus the hub pass. Segments are as long as the hub
-// threshold (longer only to cap the workspace); the segment kernel gives each a whole warp.
+// ---- SpMM (spmm.cu) -------------------------------------------------------------------------
+// Row-parallel SpMM: one group of G = Gc * P lanes per row; Gc lanes split the columns, each lane
+// owning TL vectors of V columns (16 bytes when C and alignment allow; TL = 2 on the vector path
+// for sum / mean, 1 for max / min); P lane sets split a long row's edges; every lane walks its
+// edges in ascending order with U edges' loads in flight, the next batch's column indices (and
+// values) loaded while the current batch's rows are gathered. Measured on the H200 (2026-12-01,
+// ncu): one vector per lane with twice the edges in flight (so that one load instruction covers a
+// whole row) was slower at C = 32 / 128 (396 / 1565 us against 322 / 1345): with ~10 entries per
+// row the second batch of 8 is mostly empty, so fewer bytes are in flight on average.
 struct SpmmTuning {
   static constexpr int kBlockThreads = 256;        // 8 warps per block
-  static constexpr int kRowMinBlocks = 3;          // fp32 sum/mean: >= 24 resident warps per SM
-  static constexpr int kRowMinBlocksArg = 4;       // fp32 max/min, vector path: >= 32
-  static constexpr int kRowMinBlocksWide = 2;      // fp32 max/min, scalar path: >= 16
-  static constexpr int kColVecsPerLane = 2;        // vectors of V columns each lane owns (V > 1)
+  static constexpr int kRowMinBlocks = 3;          // sum / mean: >= 24 resident warps per SM
+  static constexpr int kRowMinBlocksArg = 4;       // 4-byte max / min, vector path: >= 32
+  static constexpr int kRowMinBlocksWide = 2;      // 4-byte max / min, scalar path: >= 16
+  static constexpr int kVecsPerLane = 2;           // TL on the vector path (sum / mean)
   static constexpr int kScalarColsPerLane = 5;     // columns each lane owns on the scalar path
-  static constexpr int kArgVecsPerLane = 1;        // vectors per lane for max / min (vector path)
-  static constexpr int kLoadBudget = 32;           // elements a lane keeps in flight -> edge unroll
-  static constexpr int kMaxUnroll = 4;
+  static constexpr int kLoadBytes = 128;           // bytes a lane keeps in flight -> U
+  static constexpr int kArgLoadBytes = 64;         // the same for max / min (register cap)
+  static constexpr int kMaxUnroll = 8;
+  static constexpr int kScalarLoadElems = 20;      // scalar path: elements in flight per lane
   static constexpr int64_t kMinEdgesPerLane = 16;  // edge split only when each part keeps this many
-  static constexpr int kCombineThreads = 512;      // hub combine: one warp per segment
   static constexpr int64_t kWarpRowMin = 32;       // longer rows get a whole warp (when P == 1)
 };
 
-// Vectors each lane owns. Vector path (V > 1, 16-byte loads): two per lane for sum / mean; one
-// for max / min (value + int32 arg registers stay few, so kRowMinBlocksArg blocks stay resident
-// without spilling; the group doubles instead). Scalar path (V = 1: C is not a multiple of the
-// vector width, so X rows are only element-aligned and 16-byte loads would fault): five columns
-// per lane at stride Gc, so a row's group stays narrow (C = 33: 8 lanes and 4 rows per warp, not a
-// warp per row; C = 65 / 129: one column tile, not a second one for the last column) and the
-// kernel fits kRowMinBlocks blocks.
-template <int V, bool Arg = false> constexpr int spmm_cols_per_lane() {
-  return V == 1 ? SpmmTuning::kScalarColsPerLane
-                : (Arg ? SpmmTuning::kArgVecsPerLane : SpmmTuning::kColVecsPerLane);
-}
-template <int V, bool Arg = false> constexpr int spmm_unroll() {
-  constexpr int u = SpmmTuning::kLoadBudget / (V * spmm_cols_per_lane<V, Arg>());
+// Edges in flight per lane: the byte budget over the bytes a lane loads per edge.
+template <int TL, int V, int ElemBytes, bool Arg>
+constexpr int spmm_unroll() {
+  constexpr int per_edge = TL * V * ElemBytes;
+  constexpr int u = V == 1 ? SpmmTuning::kScalarLoadElems / TL
+                           : (Arg ? SpmmTuning::kArgLoadBytes : SpmmTuning::kLoadBytes) / per_edge;
   return u < 1 ? 1 : (u > SpmmTuning::kMaxUnroll ? SpmmTuning::kMaxUnroll : u);
 }
+// 16-byte vectors for every dtype. (2-byte features: a 16-byte vector needs 8 fp32 accumulators,
+// so the row kernel needs 128 registers and keeps 16 warps resident; bf16 at C = 128 ran at 32 %
+// of DRAM bandwidth with 13.7 cycles of long-scoreboard stall per issue, ncu 2026-12-01. 8-byte
+// vectors at 80 registers spilled 288 bytes: not taken.)
+constexpr int spmm_vec(int elem_bytes) { return 16 / elem_bytes; }
 
 struct SpmmPlan {
   int vec = 1;             // V: columns per vector load (16 bytes when C and alignment allow)
+  int per_lane = 1;        // TL: vectors (scalar path: columns) each lane owns
   int group = 32;          // G = Gc * P: lanes per row (power of two <= 32)
   int col_lanes = 32;      // Gc: lanes that split the columns
   int edge_parts = 1;      // P: contiguous parts of the row's edges, merged by a fixed shuffle tree
-  int64_t col_blocks = 1;  // grid.y: column tiles of G * V * kColVecsPerLane
+  int64_t col_blocks = 1;  // grid.y: column tiles of Gc * V * TL
   SegmentPlan hub;         // hub pass (hub.seg == 0: none); here hub.thr == hub.seg
   int64_t row_blocks = 0;  // grid.x of the row kernel
   int64_t segment_blocks = 0;
-  int64_t combine_blocks = 0;
 };
 
 inline SpmmPlan plan_spmm(int64_t M, int64_t nnz, int64_t C, int64_t max_deg, int elem_bytes,
                           bool aligned, bool arg) {
   SpmmPlan p;
-  const int vfull = 16 / elem_bytes;
+  const int vfull = spmm_vec(elem_bytes);
   p.vec = (aligned && C % vfull == 0) ? vfull : 1;
   const int64_t avg = M > 0 ? nnz / M : 0;
   const int64_t vecs = (C + p.vec - 1) / p.vec;
-  const int64_t per_lane = p.vec == 1 ? spmm_cols_per_lane<1>()
-                                       : (arg ? SpmmTuning::kArgVecsPerLane : SpmmTuning::kColVecsPerLane);
-  p.col_lanes = static_cast<int>(std::min<int64_t>(32, pow2ceil((vecs + per_lane - 1) / per_lane)));
-  const int64_t cols_per_group = int64_t(p.col_lanes) * p.vec * per_lane;
+  if (p.vec == 1) p.per_lane = SpmmTuning::kScalarColsPerLane;
+  else p.per_lane = (arg || vecs < 2) ? 1 : SpmmTuning::kVecsPerLane;
+  p.col_lanes = static_cast<int>(std::min<int64_t>(32, pow2ceil((vecs + p.per_lane - 1) / p.per_lane)));
+  const int64_t cols_per_group = int64_t(p.col_lanes) * p.vec * p.per_lane;
   // Long average rows (dense-ish matrices): split each row's edges over P lane sets, so more
   // gathers are in flight per row and short matrices still fill the GPU.
   p.edge_parts = 1;
@@ -134,85 +146,199 @@ inline SpmmPlan plan_spmm(int64_t M, int64_t nnz, int64_t C, int64_t max_deg, in
   p.hub = plan_segments(M, nnz, max_deg, hub_threshold(M, nnz), C);
   const int64_t groups_per_block = SpmmTuning::kBlockThreads / p.group;
   p.row_blocks = (M + groups_per_block - 1) / groups_per_block;
-  // Hub pass: one warp per segment (Gc column lanes x 32/Gc edge parts); then one combine block
-  // per kCombineThreads / 32 segments (a block merges the hub rows that start in its segments).
+  // Hub pass: one warp per segment (Gc column lanes x 32 / Gc edge parts).
   p.segment_blocks = (p.hub.nsegments * 32 + SpmmTuning::kBlockThreads - 1) / SpmmTuning::kBlockThreads;
-  p.combine_blocks = combine_blocks(p.hub.nsegments, SpmmTuning::kCombineThreads);
   return p;
 }
 
-// SDDMM: a group of G lanes per edge (lanes split F, butterfly sum), each group walks a fixed
-// run of consecutive edges, finding its first row by binary search (hubs cost nothing extra).
+// ---- SDDMM (sddmm.cu) -----------------------------------------------------------------------
+// dot: one group of G lanes per (row, head), lanes split F into vectors; the row operand X[i]
+// is loaded once per batch of U edges, the U gathered Y rows are the traffic, and a transposed
+// butterfly finishes the U dot products (U - 1 shuffles, then log2(G / U) levels), each lane set
+// writing one edge. Rows longer than kWarpRowMin go to a kernel of their own that splits each over
+// a warp's groups (a power-law graph's rows of 33..256 entries otherwise keep one group busy while
+// the rest of its warp waits: 0.78x the old edge-parallel kernel there, 2026-12-01). Hub rows take
+// the hub pass (a warp per (segment, head), pieces written
+// directly: SDDMM needs no combine). add: a group per run of kEdgesPerGroup consecutive edges
+// (one binary search), lanes over heads.
 struct SddmmTuning {
   static constexpr int kBlockThreads = 256;
-  static constexpr int kEdgesPerGroup = 32;
-  static constexpr int kUnroll = 8;  // edges in flight per group; dot groups have >= kUnroll lanes
-  static constexpr int kUnrollWide = 4;  // the same for fp64 / fp16 / bf16 (register pressure)
-  static constexpr int kMinBlocksDot = 2;  // dot: >= 16 resident warps per SM (<= 128 registers)
+  static constexpr int kEdgesPerGroup = 32;  // add: edges per group
+  static constexpr int kUnrollAdd = 4;       // add: edges whose loads are in flight together
+  static constexpr int kUnroll = 8;          // dot: edges in flight per group (G >= U)
+  static constexpr int kUnrollWide = 4;      // the same for fp64, and when F needs a loop
+  static constexpr int kMinBlocksDot = 3;    // fp32 dot: >= 24 resident warps per SM
+  static constexpr int kMinBlocksDot16 = 2;  // 16-bit dot: >= 16
+  static constexpr int64_t kWarpRowMin = 32; // dot: longer rows get a whole warp
 };
 struct SddmmPlan {
   int vec = 1;
   int group = 1;
-  int64_t blocks = 0;
+  bool one = false;            // dot: F <= G * V (one vector per lane, the row operand held)
+  int64_t blocks = 0;          // add: edge groups; dot: (row, head) groups
+  SegmentPlan hub;             // dot: hub pass (no workspace)
+  int64_t segment_blocks = 0;  // dot: one warp per (segment, head)
+  int64_t long_blocks = 0;     // dot: one warp per 32 (row, head) items (rows longer than kWarpRowMin)
 };
-inline SddmmPlan plan_sddmm(int64_t nnz, int64_t H, int64_t F, bool add, int elem_bytes,
-                            bool aligned) {
+inline SddmmPlan plan_sddmm(int64_t M, int64_t nnz, int64_t H, int64_t F, int64_t max_deg, bool add,
+                            int elem_bytes, bool aligned) {
   SddmmPlan p;
   const int vfull = 16 / elem_bytes;
   if (add) {
     p.vec = 1;
     p.group = static_cast<int>(std::min<int64_t>(32, pow2ceil(H)));
-  } else {
-    p.vec = (aligned && F % vfull == 0) ? vfull : 1;
-    // at least kUnroll lanes: the transposed butterfly hands one edge to each lane set
-    p.group = static_cast<int>(std::min<int64_t>(
-        32, std::max<int64_t>(SddmmTuning::kUnroll, pow2ceil((F + p.vec - 1) / p.vec))));
+    const int64_t groups = (nnz + SddmmTuning::kEdgesPerGroup - 1) / SddmmTuning::kEdgesPerGroup;
+    const int64_t groups_per_block = SddmmTuning::kBlockThreads / p.group;
+    p.blocks = (groups + groups_per_block - 1) / groups_per_block;
+    return p;
   }
-  const int64_t groups = (nnz + SddmmTuning::kEdgesPerGroup - 1) / SddmmTuning::kEdgesPerGroup;
+  p.vec = (aligned && F % vfull == 0) ? vfull : 1;
+  const int64_t fv = (F + p.vec - 1) / p.vec;
+  p.one = fv <= 32;
+  const int U = elem_bytes == 8 || !p.one ? SddmmTuning::kUnrollWide : SddmmTuning::kUnroll;
+  // at least U lanes: the transposed butterfly hands one edge to each lane set
+  p.group = static_cast<int>(std::min<int64_t>(32, std::max<int64_t>(U, pow2ceil(fv))));
   const int64_t groups_per_block = SddmmTuning::kBlockThreads / p.group;
-  p.blocks = (groups + groups_per_block - 1) / groups_per_block;
+  p.blocks = (M * H + groups_per_block - 1) / groups_per_block;
+  p.hub = plan_segments(M, nnz, max_deg, hub_threshold(M, nnz), 0);
+  p.segment_blocks = (p.hub.nsegments * H * 32 + SddmmTuning::kBlockThreads - 1) / SddmmTuning::kBlockThreads;
+  p.long_blocks = (M * H + SddmmTuning::kBlockThreads - 1) / SddmmTuning::kBlockThreads;  // 32 items a warp
   return p;
 }
 
-// FusedMM: one group per (row, head); lanes split F for the dot and D for the aggregation;
-// online softmax (running max and sum, rescaled accumulator). Hub rows take the hub pass with
-// partial states (max, sum, acc[D]) per (segment, head). Segments start at kMinSegment, shorter
-// than SpMM's (a row that fits inside one segment is never a hub, so a segment still meets at
-// most two hub rows), which gives the one-group-per-(segment, head) segment kernel more
-// parallelism.
+// ---- FusedMM (fusedmm.cu) -------------------------------------------------------------------
+// One group per (row, head); lanes split F for the dot and D for the aggregation (TL vectors of D
+// per lane); online softmax (running max and sum, rescaled accumulator). Rows longer than
+// kWarpRowMin are taken by the whole warp: its 32 / G groups each run a contiguous part of the
+// row and the parts' states are merged by a fixed shuffle tree. Hub rows take the hub pass with
+// partial states (max, sum, acc[D]) per (segment, head), a warp per (segment, head). When Y is Z
+// (and F == D), one gathered row feeds both the score and the aggregation.
 struct FusedTuning {
   static constexpr int kBlockThreads = 256;
-  static constexpr int kColVecsPerLane = 2;   // D columns per lane: kColVecsPerLane * V
-  static constexpr int kUnroll = 4;           // edges in flight per group
-  static constexpr int kCombineThreads = 256; // hub combine: one warp per segment
+  static constexpr int kMaxVecsPerLane = 2;  // TL: D columns per lane, kMaxVecsPerLane * V at most
+  static constexpr int kUnroll = 4;          // edges in flight per group
+  static constexpr int kMinBlocks = 3;       // fp32, TL = 1, add or Y is Z: >= 24 warps per SM
+  static constexpr int kMinBlocksWide = 2;   // fp32 dot, 16-bit, TL = 1: >= 16
+  static constexpr int64_t kWarpRowMin = 32; // longer rows get a whole warp
 };
 struct FusedPlan {
   int vec = 1;
   int group = 1;
+  int per_lane = 1;  // TL
+  bool same = false; // Y is Z: one gather per edge
   int64_t col_blocks = 1;
   SegmentPlan hub;  // hub pass (hub.seg == 0: none)
   int64_t row_blocks = 0;
   int64_t segment_blocks = 0;
-  int64_t combine_blocks = 0;
 };
 inline FusedPlan plan_fused(int64_t M, int64_t nnz, int64_t H, int64_t F, int64_t D, bool add,
-                            int64_t max_deg, int elem_bytes, bool aligned) {
+                            int64_t max_deg, int elem_bytes, bool aligned, bool y_is_z) {
   FusedPlan p;
   const int vfull = 16 / elem_bytes;
   p.vec = (aligned && D % vfull == 0 && (add || F % vfull == 0)) ? vfull : 1;
   const int64_t fv = add ? 1 : (F + p.vec - 1) / p.vec;
   const int64_t dv = (D + p.vec - 1) / p.vec;
-  const int64_t per_lane = FusedTuning::kColVecsPerLane;
+  const int64_t per_lane = FusedTuning::kMaxVecsPerLane;
   p.group = static_cast<int>(std::min<int64_t>(
       32, pow2ceil(std::max<int64_t>(fv, (dv + per_lane - 1) / per_lane))));
-  const int64_t cols_per_group = int64_t(p.group) * p.vec * per_lane;
+  // TL = 1 when a lane's share of D is one vector; the scalar path (V = 1) always has TL = 2
+  p.per_lane = p.vec > 1 && (dv + p.group - 1) / p.group <= 1 ? 1 : FusedTuning::kMaxVecsPerLane;
+  const int64_t cols_per_group = int64_t(p.group) * p.vec * p.per_lane;
   p.col_blocks = std::max<int64_t>(1, (D + cols_per_group - 1) / cols_per_group);
+  // Y is Z: the dot's F chunks are exactly the lane's D vectors (one column block, F == D).
+  p.same = y_is_z && !add && F == D && p.col_blocks == 1 && fv <= int64_t(p.group) * p.per_lane;
   p.hub = plan_segments(M, nnz, max_deg, SegmentTuning::kMinSegment, H * (D + 2));
   const int64_t groups_per_block = FusedTuning::kBlockThreads / p.group;
   p.row_blocks = (M * H + groups_per_block - 1) / groups_per_block;
-  p.segment_blocks = (p.hub.nsegments * H + groups_per_block - 1) / groups_per_block;
-  p.combine_blocks = combine_blocks(p.hub.nsegments, FusedTuning::kCombineThreads);
+  p.segment_blocks = (p.hub.nsegments * H * 32 + FusedTuning::kBlockThreads - 1) / FusedTuning::kBlockThreads;
   return p;
 }
+
+// ---- quantized ops (qspmm.cu, qsddmm.cu, qfusedmm.cu, quantize.cu) ----------------------------
+// Quantized SpMM: as the float SpMM, with vectors of CPL quantized features per lane (16 int8 =
+// 16 bytes, 16 int4 = 8 bytes when shapes and alignment allow; the caller picks CPL).
+struct QSpmmTuning {
+  static constexpr int kBlockThreads = 256;
+  static constexpr int64_t kMinEdgesPerLane = 8;  // edge split only when each part keeps this many
+};
+template <int CPL> constexpr int qspmm_unroll() { return CPL == 16 ? 4 : 8; }
+
+struct QSpmmPlan {
+  int cpl = 1;        // features per vector load
+  int col_lanes = 1;  // Gc
+  int edge_parts = 1; // P
+  int64_t col_blocks = 1;
+  int64_t row_blocks = 0;
+  bool y_vec = false;  // 16-byte output stores
+  SegmentPlan hub;     // hub pass (hub.seg == 0: none), as the float SpMM's
+  int64_t segment_blocks = 0;
+};
+
+inline QSpmmPlan plan_qspmm(int64_t M, int64_t nnz, int64_t C, int64_t max_deg, int cpl, bool y_aligned) {
+  QSpmmPlan p;
+  p.cpl = cpl;
+  const int64_t vecs = (C + p.cpl - 1) / p.cpl;
+  p.col_lanes = static_cast<int>(std::min<int64_t>(32, pow2ceil(vecs)));
+  p.col_blocks = (vecs + p.col_lanes - 1) / p.col_lanes;
+  const int64_t avg = M > 0 ? nnz / M : 0;
+  while (p.col_lanes * p.edge_parts * 2 <= 32 && avg >= int64_t(p.edge_parts) * 2 * QSpmmTuning::kMinEdgesPerLane)
+    p.edge_parts *= 2;
+  const int G = p.col_lanes * p.edge_parts;
+  const int64_t groups_per_block = QSpmmTuning::kBlockThreads / G;
+  p.row_blocks = (M + groups_per_block - 1) / groups_per_block;
+  p.y_vec = p.cpl >= 4 && y_aligned;
+  p.hub = plan_segments(M, nnz, max_deg, hub_threshold(M, nnz), C);
+  p.segment_blocks = (p.hub.nsegments * 32 + QSpmmTuning::kBlockThreads - 1) / QSpmmTuning::kBlockThreads;
+  return p;
+}
+
+// Quantized SDDMM: a group of G lanes per edge (lanes over the F / CPL vectors for dot, over heads
+// for add) owns a run of kEdgesPerGroup edges (one binary search each), U edges in flight.
+struct QSddmmTuning {
+  static constexpr int kBlockThreads = 256;
+  static constexpr int kEdgesPerGroup = 32;
+  static constexpr int kUnroll = 4;
+};
+struct QSddmmPlan {
+  int group = 1;
+  int64_t blocks = 0;
+};
+inline QSddmmPlan plan_qsddmm(int64_t nnz, int64_t H, int64_t F, bool add, int cpl) {
+  QSddmmPlan p;
+  p.group = static_cast<int>(std::min<int64_t>(32, pow2ceil(add ? H : (F + cpl - 1) / cpl)));
+  const int64_t groups = (nnz + QSddmmTuning::kEdgesPerGroup - 1) / QSddmmTuning::kEdgesPerGroup;
+  const int64_t per_block = QSddmmTuning::kBlockThreads / p.group;
+  p.blocks = (groups + per_block - 1) / per_block;
+  return p;
+}
+
+// Quantized FusedMM: one group per (row, head), lanes over the CPL-vectors of F and D (more column
+// blocks when D needs more than 32), U edges in flight.
+struct QFusedTuning {
+  static constexpr int kBlockThreads = 256;
+  static constexpr int kUnroll = 4;
+};
+struct QFusedPlan {
+  int group = 1;
+  int64_t row_blocks = 0, col_blocks = 1;
+};
+inline QFusedPlan plan_qfused(int64_t M, int64_t H, int64_t F, int64_t D, bool add, int cpl) {
+  QFusedPlan p;
+  const int64_t fv = add ? 1 : (F + cpl - 1) / cpl;
+  const int64_t dv = (D + cpl - 1) / cpl;
+  p.group = static_cast<int>(std::min<int64_t>(32, pow2ceil(std::max<int64_t>(1, std::max(fv, dv)))));
+  p.col_blocks = std::max<int64_t>(1, (dv + p.group - 1) / p.group);
+  const int64_t per_block = QFusedTuning::kBlockThreads / p.group;
+  p.row_blocks = (M * H + per_block - 1) / per_block;
+  return p;
+}
+
+// Quantize: P <= kQuantizeWork blocks of kThreads for the absmax partials and the quantization
+// (fewer for small tensors), one block of kScaleThreads folds the partials.
+struct QuantizeTuning {
+  static constexpr int kThreads = 256;
+  static constexpr int64_t kMinQuadsPerThread = 8;  // fewer blocks for small tensors
+  static constexpr int kScaleThreads = 1024;        // >= kQuantizeWork
+};
 
 }  // namespace gnnsparse::cuda_detail

@@ -16,11 +16,6 @@
 
 namespace gnnsparse::cuda_detail {
 
-struct QFusedTuning {
-  static constexpr int kBlockThreads = 256;
-  static constexpr int kUnroll = 4;
-};
-
 template <class I>
 struct QFusedParams {
   const I* __restrict__ rowptr;
@@ -185,19 +180,16 @@ void run_qfused(const QFusedArgs& f, cudaStream_t stream) {
   if (OP == SddmmOp::dot)
     cpl = std::min({cpl, plan_cpl(BXY, f.X.data, f.H * F, std::max<int64_t>(F, 1)),
                     plan_cpl(BXY, f.Y.data, f.H * F, std::max<int64_t>(F, 1))});
-  const int64_t fv = OP == SddmmOp::add ? 1 : (F + cpl - 1) / cpl;
-  const int64_t dv = (D + cpl - 1) / cpl;
-  const int G = static_cast<int>(std::min<int64_t>(32, pow2ceil(std::max<int64_t>(1, std::max(fv, dv)))));
-  const int64_t col_blocks = std::max<int64_t>(1, (dv + G - 1) / G);
-  const int64_t row_blocks = (f.A.M * f.H + B / G - 1) / (B / G);
-  check_grid("qfusedmm", {row_blocks}, col_blocks);
+  const QFusedPlan plan = plan_qfused(f.A.M, f.H, F, D, OP == SddmmOp::add, cpl);
+  const int G = plan.group;
+  check_grid("qfusedmm", {plan.row_blocks}, plan.col_blocks);
   const QFusedParams<I> p{static_cast<const I*>(f.A.rowptr), static_cast<const I*>(f.A.col),
                           static_cast<const float*>(f.A.val), static_cast<const std::uint8_t*>(f.X.data),
                           static_cast<const std::uint8_t*>(f.Y.data), static_cast<const std::uint8_t*>(f.Z.data),
                           f.X.scale, f.Y.scale, f.Z.scale, f.out, f.E, f.A.M, f.H, F, D,
                           f.X.row_bytes(), f.Y.row_bytes(), f.Z.row_bytes(), static_cast<float>(f.slope),
                           int(f.edge)};
-  const dim3 grid(static_cast<unsigned>(row_blocks), static_cast<unsigned>(col_blocks));
+  const dim3 grid(static_cast<unsigned>(plan.row_blocks), static_cast<unsigned>(plan.col_blocks));
   dispatch_cpl(cpl, [&](auto c) {
     qfused_row_kernel<BXY, BZ, I, OP, SOFTMAX, decltype(c)::value><<<grid, B, 0, stream>>>(p, G);
   });

@@ -2,7 +2,7 @@
 //   dot: E[k, h] = fl32(s_X s_Y) * acc, acc = sum_f qx[i, h, f] qy[j, h, f] as an exact integer
 //        (dp4a on packed int8 -- int4 unpacked to bytes first -- int32, or int64 for very long F);
 //   add: E[k, h] = s_X qx[i, h] + s_Y qy[j, h], each side dequantized first (the scales differ).
-// Schedule as the float SDDMM (policy.cuh's plan_sddmm): a group of G lanes per edge, lanes split
+// Schedule (policy.cuh's plan_qsddmm): a group of G lanes per edge, lanes split
 // the head's F features into vectors of CPL quantized features (16 int8 = 16 bytes, 16 int4 = 8
 // bytes when shapes and alignment allow), butterfly sum in the group; each group owns a fixed run
 // of kEdgesPerGroup consecutive edges (one binary search for its first row, so hub rows cost
@@ -12,12 +12,6 @@
 #include "gnnsparse/cuda_quant.hpp"
 
 namespace gnnsparse::cuda_detail {
-
-struct QSddmmTuning {
-  static constexpr int kBlockThreads = 256;
-  static constexpr int kEdgesPerGroup = 32;
-  static constexpr int kUnroll = 4;
-};
 
 struct QSddmmParams {
   const void* rowptr;
@@ -164,11 +158,10 @@ void run_qsddmm(const QSddmmArgs& a, cudaStream_t stream) {
                        static_cast<const std::uint8_t*>(a.Y.data), a.X.scale, a.Y.scale, a.E,
                        a.A.M, nnz, H, F, a.X.row_bytes(), a.Y.row_bytes()};
   const int cpl = add ? 1 : std::min(plan_cpl(BX, a.X.data, H * F, F), plan_cpl(BY, a.Y.data, H * F, F));
-  const int G = static_cast<int>(std::min<int64_t>(32, pow2ceil(add ? H : (F + cpl - 1) / cpl)));
-  const int64_t groups = (nnz + QSddmmTuning::kEdgesPerGroup - 1) / QSddmmTuning::kEdgesPerGroup;
-  const int64_t blocks = (groups + B / G - 1) / (B / G);
-  check_grid("qsddmm", {blocks}, 1);
-  const dim3 grid(static_cast<unsigned>(blocks));
+  const QSddmmPlan plan = plan_qsddmm(nnz, H, F, add, cpl);
+  const int G = plan.group;
+  check_grid("qsddmm", {plan.blocks}, 1);
+  const dim3 grid(static_cast<unsigned>(plan.blocks));
   if (add) {
     qsddmm_add_kernel<BX, BY, I><<<grid, B, 0, stream>>>(p, G);
     GS_LAUNCH_CHECK("qsddmm_add_kernel");

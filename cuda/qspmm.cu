@@ -9,7 +9,7 @@
 // always holds the smaller edge indices. Each lane keeps U edges' loads in flight. Hub rows
 // (longer than the plan's threshold) take the hub pass of segments.cuh, as the float SpMM's do:
 // fixed segments of the nnz range reduced by one warp each into workspace slots, folded per hub
-// row in segment order by a combine kernel. Messages are
+// row in segment order by hub_combine_kernel<QSpmmCombine>. Messages are
 // integers (no edge weights: exact int32 / int64 sums, integer max / min) or float32 w * q
 // (weights); the scale is applied once per output element. Gathers of X rows are the traffic:
 // a quarter (int8) or an eighth (int4) of the float32 bytes. No atomics: bitwise reproducible.
@@ -19,77 +19,6 @@
 #include "gnnsparse/cuda_quant.hpp"
 
 namespace gnnsparse::cuda_detail {
-
-struct QSpmmTuning {
-  static constexpr int kBlockThreads = 256;
-  static constexpr int64_t kMinEdgesPerLane = 8;  // edge split only when each part keeps this many
-  static constexpr int kCombineThreads = 512;     // hub combine: one warp per segment
-};
-
-template <int CPL> constexpr int qspmm_unroll() { return CPL == 16 ? 4 : 8; }
-
-struct QSpmmPlan {
-  int cpl = 1;        // features per vector load
-  int col_lanes = 1;  // Gc
-  int edge_parts = 1; // P
-  int64_t col_blocks = 1;
-  int64_t row_blocks = 0;
-  bool y_vec = false;  // 16-byte output stores
-  SegmentPlan hub;     // hub pass (hub.seg == 0: none), as the float SpMM's
-  int64_t segment_blocks = 0;
-  int64_t combine_blocks = 0;
-};
-
-inline QSpmmPlan plan_qspmm(int64_t M, int64_t nnz, int64_t C, int64_t D, int64_t max_deg, const QView& X,
-                            const float* Y) {
-  QSpmmPlan p;
-  p.cpl = plan_cpl(X.bits, X.data, C, D);
-  const int64_t vecs = (C + p.cpl - 1) / p.cpl;
-  p.col_lanes = static_cast<int>(std::min<int64_t>(32, pow2ceil(vecs)));
-  p.col_blocks = (vecs + p.col_lanes - 1) / p.col_lanes;
-  const int64_t avg = M > 0 ? nnz / M : 0;
-  while (p.col_lanes * p.edge_parts * 2 <= 32 && avg >= int64_t(p.edge_parts) * 2 * QSpmmTuning::kMinEdgesPerLane)
-    p.edge_parts *= 2;
-  const int G = p.col_lanes * p.edge_parts;
-  const int64_t groups_per_block = QSpmmTuning::kBlockThreads / G;
-  p.row_blocks = (M + groups_per_block - 1) / groups_per_block;
-  p.y_vec = p.cpl >= 4 && aligned16(Y);
-  p.hub = plan_segments(M, nnz, max_deg, hub_threshold(M, nnz), C);
-  p.segment_blocks = (p.hub.nsegments * 32 + QSpmmTuning::kBlockThreads - 1) / QSpmmTuning::kBlockThreads;
-  p.combine_blocks = combine_blocks(p.hub.nsegments, QSpmmTuning::kCombineThreads);
-  return p;
-}
-
-// Reduction over messages of type Acc (int32 / int64 without edge weights, float with them).
-// update() takes messages in ascending edge order; merge(left, right) takes the partial results
-// of two consecutive edge ranges, left first (ties keep the smaller edge index, NaN wins).
-template <class Acc, Reduce R>
-struct QRed {
-  static constexpr bool kArg = has_arg(R);
-  __device__ __forceinline__ static bool better(Acc v, Acc cur) {
-    if constexpr (R == Reduce::max) return v > cur || (is_nan(v) && !is_nan(cur));
-    else return v < cur || (is_nan(v) && !is_nan(cur));
-  }
-  __device__ __forceinline__ static void update(Acc& acc, int64_t& arg, Acc v, int64_t k) {
-    if constexpr (kArg) {
-      if (arg < 0 || better(v, acc)) { acc = v; arg = k; }
-    } else {
-      acc += v;
-    }
-  }
-  // (acc, arg) := left (+) right, where `left` says whether this lane holds the left range.
-  __device__ __forceinline__ static void merge(Acc& acc, int64_t& arg, Acc o, int64_t oa, bool left) {
-    if constexpr (kArg) {
-      const Acc la = left ? acc : o, ra = left ? o : acc;
-      const int64_t lg = left ? arg : oa, rg = left ? oa : arg;
-      const bool take_right = rg >= 0 && (lg < 0 || better(ra, la));
-      acc = take_right ? ra : la;
-      arg = take_right ? rg : lg;
-    } else {
-      acc = left ? acc + o : o + acc;
-    }
-  }
-};
 
 template <class I>
 struct QSpmmParams {
@@ -120,7 +49,7 @@ __device__ __forceinline__ float qspmm_final(Acc acc, int64_t deg, float s) {
 
 template <int BITS, class I, Reduce R, class Acc, int CPL>
 struct QSpmmAgent {
-  using Red = QRed<Acc, R>;
+  using Red = Reducer<Acc, R>;
   static constexpr bool kWeighted = std::is_same_v<Acc, float>;
   static constexpr int U = qspmm_unroll<CPL>();
 
@@ -179,7 +108,7 @@ struct QSpmmAgent {
       for (int e = 0; e < CPL; ++e) {
         const Acc o = shfl_xor(acc[e], off, mask);
         int64_t oa = -1;
-        if constexpr (Red::kArg) oa = static_cast<int64_t>(__shfl_xor_sync(mask, static_cast<long long>(arg[e]), off));
+        if constexpr (Red::kHasArg) oa = static_cast<int64_t>(__shfl_xor_sync(mask, static_cast<long long>(arg[e]), off));
         Red::merge(acc[e], arg[e], o, oa, left);
       }
     }
@@ -201,7 +130,7 @@ struct QSpmmAgent {
       for (int e = 0; e < CPL; ++e)
         if (c0 + e < p.C) y[e] = out[e];
     }
-    if constexpr (Red::kArg) {
+    if constexpr (Red::kHasArg) {
       if (p.arg != nullptr) {
 #pragma unroll
         for (int e = 0; e < CPL; ++e)
@@ -239,18 +168,16 @@ qspmm_row_kernel(QSpmmParams<I> p, int Gc, int P, int64_t hub_thr) {
 // each hub piece of the segment into its workspace slot (segments.cuh).
 template <int BITS, class I, Reduce R, class Acc, int CPL>
 __global__ void __launch_bounds__(QSpmmTuning::kBlockThreads)
-qspmm_segment_kernel(QSpmmParams<I> p, int Gc, int64_t nnz, int64_t seg, int64_t nsegments,
-                     Acc* __restrict__ wsv, int64_t* __restrict__ wsa, const int* __restrict__ has_hub) {
+qspmm_segment_kernel(QSpmmParams<I> p, int Gc, HubGeometry g, Acc* __restrict__ wsv, int64_t* __restrict__ wsa) {
   using Ag = QSpmmAgent<BITS, I, R, Acc, CPL>;
-  if (*has_hub == 0) return;
+  if (*g.flag == 0) return;
   const int64_t s = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  if (s >= nsegments) return;  // whole warps leave together
+  if (s >= g.nsegments) return;  // whole warps leave together
   const int sub = threadIdx.x % 32, cs = sub % Gc, P = 32 / Gc;
   const int64_t c0 = (int64_t(blockIdx.y) * Gc + cs) * CPL;
   const bool ok = c0 < p.C;
   const int64_t head = ok ? c0 / p.D : 0;
-  const SegmentRows sr = segment_rows(p.rowptr, p.M, nnz, seg, s);
-  for_each_hub_piece(p.rowptr, sr, seg, [&](int slot, int64_t, int64_t kb, int64_t ke) {
+  hub_pieces(p.rowptr, g, s, [&](int slot, int64_t, int64_t kb, int64_t ke) {
     Acc acc[CPL];
     int64_t arg[CPL];
     Ag::reduce_split(p, kb, ke, c0, ok, head, Gc, P, sub, acc, arg);
@@ -260,88 +187,72 @@ qspmm_segment_kernel(QSpmmParams<I> p, int Gc, int64_t nnz, int64_t seg, int64_t
     for (int e = 0; e < CPL; ++e) {
       if (c0 + e >= p.C) break;
       wsv[base + e] = acc[e];
-      if constexpr (QRed<Acc, R>::kArg) wsa[base + e] = arg[e];
+      if constexpr (Reducer<Acc, R>::kHasArg) wsa[base + e] = arg[e];
     }
   });
 }
 
-// Hub pass, combine side: block b merges the hub rows that start in segments NW b .. NW b + NW - 1:
-// thread (part, column) folds a contiguous range of the row's segment slots in order, then the
-// parts are folded in order through shared memory (fixed order: deterministic).
-template <class I, Reduce R, class Acc>
-__global__ void __launch_bounds__(QSpmmTuning::kCombineThreads)
-qspmm_combine_kernel(const I* __restrict__ rowptr, const float* __restrict__ scale, float* __restrict__ Y,
-                     int64_t* __restrict__ argout, int64_t M, int64_t C, int64_t nnz, int64_t seg,
-                     int64_t nsegments, const Acc* __restrict__ wsv, const int64_t* __restrict__ wsa,
-                     const int* __restrict__ has_hub) {
-  using Red = QRed<Acc, R>;
-  if (*has_hub == 0) return;
-  constexpr int NT = QSpmmTuning::kCombineThreads, NW = NT / 32;
-  __shared__ int64_t rows[NW];
-  __shared__ Acc sacc[NT];
-  __shared__ int64_t sarg[Red::kArg ? NT : 1];
-  const int tid = threadIdx.x;
-  const float s = __ldg(scale);
-  hub_rows_starting_in_block<NW>(rowptr, M, nnz, seg, seg, nsegments, rows);
-  for (int w = 0; w < NW; ++w) {
-    const int64_t r = rows[w];
-    if (r < 0) continue;
-    const int64_t k0 = rowptr[r], k1 = rowptr[r + 1], deg = k1 - k0;
-    const int64_t c0 = k0 / seg, n = (k1 - 1) / seg - c0 + 1;  // the row's segments: c0 .. c0 + n - 1
-    const int64_t CT = C < NT ? C : NT;
-    const int64_t P = NT / CT;
-    for (int64_t cb = 0; cb < C; cb += CT) {
-      const int64_t cidx = tid % CT, part = tid / CT, cc = cb + cidx;
-      const bool active = part < P && cc < C;
-      Acc acc = Acc(0);
-      int64_t arg = -1;
-      if (active) {
-        const int64_t q0 = n * part / P, q1 = n * (part + 1) / P;
-        for (int64_t q = q0; q < q1; ++q) {
-          const int64_t sg = c0 + q, at = (sg * 2 + hub_slot(sg, seg, k0)) * C + cc;
-          Red::merge(acc, arg, wsv[at], Red::kArg ? wsa[at] : 0, true);
-        }
-      }
-      sacc[tid] = acc;
-      if constexpr (Red::kArg) sarg[tid] = arg;
-      __syncthreads();
-      if (tid < CT && cc < C) {
-        for (int64_t q = 1; q < P; ++q) Red::merge(acc, arg, sacc[q * CT + tid], Red::kArg ? sarg[q * CT + tid] : 0, true);
-        Y[r * C + cc] = qspmm_final<R>(acc, deg, s);
-        if constexpr (Red::kArg)
-          if (argout != nullptr) argout[r * C + cc] = arg;
-      }
-      __syncthreads();
-    }
+// The hub pass's state of the quantized SpMM: one integer (or float) value and arg per column.
+template <Reduce R, class Acc>
+struct QSpmmCombine {
+  using Red = Reducer<Acc, R>;
+  struct Params {
+    const Acc* __restrict__ wsv;
+    const int64_t* __restrict__ wsa;  // max / min only
+    const float* __restrict__ scale;
+    float* __restrict__ Y;
+    int64_t* __restrict__ arg;
+    int64_t C;
+  };
+  struct Part {
+    Acc v;
+    int64_t arg;
+  };
+  static constexpr int kLoads = 8;
+  __device__ __forceinline__ static int64_t width(const Params& p) { return p.C; }
+  __device__ __forceinline__ static Part identity() { return {Acc(0), -1}; }
+  __device__ __forceinline__ static Part load(const Params& p, int64_t slot, int64_t cc) {
+    return {p.wsv[slot * p.C + cc], Red::kHasArg ? p.wsa[slot * p.C + cc] : int64_t(-1)};
   }
-}
+  __device__ __forceinline__ static void fold(Part& acc, const Part& nx) {
+    Red::merge(acc.v, acc.arg, nx.v, nx.arg, true);
+  }
+  __device__ __forceinline__ static void write(const Params& p, int64_t r, int64_t cc, const Part& acc,
+                                               int64_t deg, int64_t) {
+    p.Y[r * p.C + cc] = qspmm_final<R>(acc.v, deg, __ldg(p.scale));
+    if constexpr (Red::kHasArg)
+      if (p.arg != nullptr) p.arg[r * p.C + cc] = acc.arg;
+  }
+};
 
 template <int BITS, class I, Reduce R, class Acc>
 void launch_qspmm(const QSpmmArgs& a, cudaStream_t stream) {
   const int64_t C = a.X.C, D = C / a.H;
-  const QSpmmPlan plan = plan_qspmm(a.A.M, a.A.nnz, C, D, a.A.max_degree, a.X, a.Y);
-  check_grid("qspmm", {plan.row_blocks, plan.segment_blocks, plan.combine_blocks}, plan.col_blocks);
+  const QSpmmPlan plan = plan_qspmm(a.A.M, a.A.nnz, C, a.A.max_degree, plan_cpl(a.X.bits, a.X.data, C, D),
+                                    aligned16(a.Y));
+  check_grid("qspmm", {plan.row_blocks, plan.segment_blocks, plan.hub.combine_blocks(), plan.hub.map_blocks()},
+             plan.col_blocks);
   QSpmmParams<I> p{static_cast<const I*>(a.A.rowptr), static_cast<const I*>(a.A.col),
                    a.W != nullptr ? a.W : static_cast<const float*>(a.A.val),
                    static_cast<const std::uint8_t*>(a.X.data), a.X.scale, a.Y, a.arg,
                    a.A.M, C, a.X.row_bytes(), a.W != nullptr ? a.H : 1, D, a.identity_col, plan.y_vec};
-  constexpr bool kArg = QRed<Acc, R>::kArg;
+  using Cmb = QSpmmCombine<R, Acc>;
+  constexpr bool kArg = Reducer<Acc, R>::kHasArg;
   dispatch_cpl(plan.cpl, [&](auto c) {
     constexpr int CPL = decltype(c)::value;
     HubWorkspace ws;
     if (plan.hub.seg > 0) {
       const size_t slots = static_cast<size_t>(plan.hub.nsegments) * 2 * static_cast<size_t>(C);
-      ws.begin(slots * sizeof(Acc) + (kArg ? slots * sizeof(int64_t) : 0), p.rowptr, p.M, plan.hub.thr, stream);
+      ws.begin(plan.hub, slots * sizeof(Acc) + (kArg ? slots * sizeof(int64_t) : 0), p.rowptr, p.M, a.A.nnz,
+               a.A.max_degree, stream);
       Acc* wsv = ws.payload<Acc>();
       int64_t* wsa = kArg ? ws.payload<int64_t>(slots * sizeof(Acc)) : nullptr;
       const dim3 sgrid(static_cast<unsigned>(plan.segment_blocks), static_cast<unsigned>(plan.col_blocks));
       qspmm_segment_kernel<BITS, I, R, Acc, CPL><<<sgrid, QSpmmTuning::kBlockThreads, 0, stream>>>(
-          p, plan.col_lanes, a.A.nnz, plan.hub.seg, plan.hub.nsegments, wsv, wsa, ws.flag());
+          p, plan.col_lanes, ws.geometry(), wsv, wsa);
       GS_LAUNCH_CHECK("qspmm_segment_kernel");
-      qspmm_combine_kernel<I, R, Acc><<<static_cast<unsigned>(plan.combine_blocks), QSpmmTuning::kCombineThreads, 0,
-                                        stream>>>(p.rowptr, p.scale, p.Y, p.arg, p.M, C, a.A.nnz, plan.hub.seg,
-                                                  plan.hub.nsegments, wsv, wsa, ws.flag());
-      GS_LAUNCH_CHECK("qspmm_combine_kernel");
+      launch_hub_combine<Cmb>(plan.hub, p.rowptr, ws, typename Cmb::Params{wsv, wsa, p.scale, p.Y, p.arg, C},
+                              stream);
     }
     const dim3 grid(static_cast<unsigned>(plan.row_blocks), static_cast<unsigned>(plan.col_blocks));
     qspmm_row_kernel<BITS, I, R, Acc, CPL><<<grid, QSpmmTuning::kBlockThreads, 0, stream>>>(

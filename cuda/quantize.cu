@@ -14,15 +14,11 @@
 // absmax is combined with a commutative, associative operation (NaN and inf win), so the scale
 // does not depend on the partition, and each q depends only on (x, inv, seed, element index).
 #include "quant_common.cuh"
+#include "policy.cuh"
 #include "gnnsparse/cuda_quant.hpp"
 
 namespace gnnsparse::cuda_detail {
 
-struct QuantizeTuning {
-  static constexpr int kThreads = 256;
-  static constexpr int64_t kMinQuadsPerThread = 8;  // fewer blocks for small tensors
-  static constexpr int kScaleThreads = 1024;        // >= kQuantizeWork
-};
 static_assert(QuantizeTuning::kScaleThreads >= kQuantizeWork, "one partial per scale thread");
 
 __device__ __forceinline__ float block_absmax(float v, float* smem) {

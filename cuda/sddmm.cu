@@ -1,39 +1,185 @@
 // SDDMM: E[k, h] = <X[i, h, :], Y[col k, h, :]> (dot) or X[i, h] + Y[col k, h] (add).
 //
-// Schedule (policy.cuh, plan_sddmm): a group of G lanes per edge, lanes split F into 16-byte
-// vectors; each group owns a fixed run of kEdgesPerGroup consecutive edges (found by one binary
-// search in rowptr, then a forward walk), so hub rows spread over many groups for free. U edges
-// are kept in flight per group (the gathered Y rows are the traffic, 16-byte loads; the row
-// operand X is shared by consecutive edges and comes from L1), and their U dot products are
-// finished by one transposed butterfly (U - 1 shuffles, then log2(G / U) levels), each lane set
-// writing one edge's value. Fixed shuffle trees: bitwise reproducible.
+// dot (policy.cuh, plan_sddmm): a group of G lanes per (row, head), lanes split F into 16-byte
+// vectors. The group walks its row in batches of U edges: U gathered Y rows in flight (the
+// traffic), the row operand X[i] loaded once per batch (an L1 hit after the first), and one
+// transposed butterfly finishes the U dot products (U - 1 shuffles, then log2(G / U) levels),
+// each lane set writing one edge. No row search: the row is the group's. Hub rows (longer than
+// the plan's threshold) take the hub pass of segments.cuh without its combine: a warp per
+// (segment, head) splits each hub piece over its groups, which write their edges directly.
+// add: a group per run of kEdgesPerGroup consecutive edges (one binary search for its first row),
+// lanes over heads. Fixed shuffle trees: bitwise reproducible.
 #include "common.cuh"
 #include "dispatch.cuh"
 #include "policy.cuh"
+#include "segments.cuh"
 #include "gnnsparse/cuda.hpp"
 
 namespace gnnsparse::cuda_detail {
 
-template <class T, class I, SddmmOp OP, int V>
-__global__ void __launch_bounds__(SddmmTuning::kBlockThreads,
-                                  OP == SddmmOp::dot && std::is_same_v<T, float> ? SddmmTuning::kMinBlocksDot : 1)
-sddmm_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const T* __restrict__ X,
-             const T* __restrict__ Y, T* __restrict__ E, int64_t M, int64_t nnz, int64_t H,
-             int64_t F, int G) {
+// ONE: each lane's share of F is one vector (F <= G * V), so the row operand X[i] is loaded once
+// per row and kept in registers; otherwise the lanes loop over F in chunks of G * V.
+template <class T, class I, int V, bool ONE>
+struct SddmmDotAgent {
+  using A = typename AccOf<T>::type;
+  using Vec = VecT<T, V>;
+  static constexpr int U = sizeof(T) == 8 || !ONE ? SddmmTuning::kUnrollWide : SddmmTuning::kUnroll;
+
+  // Edges [kb, ke) of row i, head h, by a group of G >= U lanes (sub: this lane's index in it).
+  __device__ __forceinline__ static void run(const I* __restrict__ col, const T* __restrict__ X,
+                                             const T* __restrict__ Y, T* __restrict__ E, int64_t H,
+                                             int64_t F, int64_t i, int64_t h, int64_t kb, int64_t ke,
+                                             int G, int sub, unsigned mask) {
+    const T* __restrict__ xrow = X + (i * H + h) * F;
+    const int64_t f0 = int64_t(sub) * V;
+    Vec x;
+    if constexpr (ONE) {
+      if (f0 < F) x = *reinterpret_cast<const Vec*>(xrow + f0);
+    }
+    I jn[U];  // the next batch's columns, loaded while this batch's rows are gathered
+#pragma unroll
+    for (int u = 0; u < U; ++u) jn[u] = kb + u < ke ? __ldg(col + kb + u) : I(0);
+    for (int64_t k = kb; k < ke; k += U) {
+      I j[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) j[u] = jn[u];
+      A p[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) p[u] = A(0);
+      for (int64_t f = f0; f < F; f += int64_t(G) * V) {
+        Vec y[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+          if (k + u < ke) y[u] = *reinterpret_cast<const Vec*>(Y + (static_cast<int64_t>(j[u]) * H + h) * F + f);
+        if (f == f0) {
+#pragma unroll
+          for (int u = 0; u < U; ++u) jn[u] = k + U + u < ke ? __ldg(col + k + U + u) : I(0);
+        }
+        if constexpr (!ONE) x = *reinterpret_cast<const Vec*>(xrow + f);  // an L1 hit after the first batch
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+          if (k + u < ke)
+#pragma unroll
+            for (int e = 0; e < V; ++e) p[u] += to_acc<A>(x.v[e]) * to_acc<A>(y[u].v[e]);
+        if constexpr (ONE) break;
+      }
+      // Transposed butterfly (G >= U, both powers of two): at each of the first log2(U) levels a
+      // lane keeps the half of its partial sums its side of the exchange owns and adds the
+      // partner's copy of it, so U dot products cost U - 1 shuffles and end one per lane set;
+      // the remaining levels finish each sum. Lane set `base` holds edge k + base.
+      int base = 0, o = G >> 1;
+#pragma unroll
+      for (int half = U / 2; half >= 1; half >>= 1) {
+        const bool lo = (sub & o) == 0;
+#pragma unroll
+        for (int q = 0; q < half; ++q) {
+          const A keep = lo ? p[q] : p[q + half];
+          const A send = lo ? p[q + half] : p[q];
+          p[q] = keep + __shfl_xor_sync(mask, send, o);
+        }
+        base += lo ? 0 : half;
+        o >>= 1;
+      }
+      A r = p[0];
+      for (; o > 0; o >>= 1) r += __shfl_xor_sync(mask, r, o);
+      // the G / U lanes that differ only in their low bits hold the same sum: the first writes
+      if ((sub & (G / U - 1)) == 0 && k + base < ke) E[(k + base) * H + h] = from_acc<T>(r);
+    }
+  }
+};
+
+// Resident blocks asked of the register allocator, the most that compile without spilling for
+// sm_90: 3 (<= 80 registers) for 4-byte features, 2 for 2-byte ones (8 products per vector).
+template <class T> constexpr int sddmm_min_blocks() {
+  return sizeof(T) == 4 ? SddmmTuning::kMinBlocksDot : (sizeof(T) == 2 ? SddmmTuning::kMinBlocksDot16 : 1);
+}
+
+// One group of G lanes per (row, head). Rows longer than long_min (> 0) are left to
+// sddmm_dot_long_rows_kernel, hub rows (deg > hub_thr > 0) to the hub pass.
+template <class T, class I, int V, bool ONE>
+__global__ void __launch_bounds__(SddmmTuning::kBlockThreads, sddmm_min_blocks<T>())
+sddmm_dot_row_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const T* __restrict__ X,
+                     const T* __restrict__ Y, T* __restrict__ E, int64_t M, int64_t H, int64_t F, int G,
+                     int64_t long_min) {
+  const int64_t item = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / G;
+  const int sub = threadIdx.x % G;
+  if (item >= M * H) return;  // whole groups leave together
+  const int64_t i = item / H, h = item % H;
+  const int64_t kb = __ldg(rowptr + i), ke = __ldg(rowptr + i + 1);
+  if (long_min > 0 && ke - kb > long_min) return;
+  SddmmDotAgent<T, I, V, ONE>::run(col, X, Y, E, H, F, i, h, kb, ke, G, sub, group_mask(G));
+}
+
+// Rows longer than kWarpRowMin (and not hubs): warp w looks at the 32 (row, head) items
+// 32 w .. 32 w + 31 and runs each long one with all its 32 / G groups, which split the row's
+// edges (a power-law graph's rows of 33..256 entries would otherwise keep one group busy while
+// the rest of its warp waits). A kernel of its own, so the row kernel keeps its registers.
+template <class T, class I, int V, bool ONE>
+__global__ void __launch_bounds__(SddmmTuning::kBlockThreads)
+sddmm_dot_long_rows_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const T* __restrict__ X,
+                           const T* __restrict__ Y, T* __restrict__ E, int64_t M, int64_t H, int64_t F, int G,
+                           int64_t hub_thr) {
+  const int64_t warp = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32, sub = lane % G, part = lane / G, NG = 32 / G;
+  const int64_t item = warp * 32 + lane;
+  int64_t kb = 0, ke = 0;
+  if (item < M * H) {
+    const int64_t i = item / H;
+    kb = __ldg(rowptr + i);
+    ke = __ldg(rowptr + i + 1);
+  }
+  const int64_t deg = ke - kb;
+  unsigned pending = __ballot_sync(0xffffffffu, deg > SddmmTuning::kWarpRowMin && !(hub_thr > 0 && deg > hub_thr));
+  const unsigned mask = group_mask(G);
+  while (pending) {
+    const int leader = __ffs(pending) - 1;
+    pending &= pending - 1;
+    const int64_t it = warp * 32 + leader;
+    const int64_t b = __shfl_sync(0xffffffffu, static_cast<long long>(kb), leader);
+    const int64_t n = __shfl_sync(0xffffffffu, static_cast<long long>(ke), leader) - b;
+    SddmmDotAgent<T, I, V, ONE>::run(col, X, Y, E, H, F, it / H, it % H, b + n * part / NG,
+                                     b + n * (part + 1) / NG, G, sub, mask);
+  }
+}
+
+// Hub pass: one warp per (segment, head); its 32 / G groups split each hub piece of the segment
+// into contiguous parts and write their edges (no workspace, no combine).
+template <class T, class I, int V, bool ONE>
+__global__ void __launch_bounds__(SddmmTuning::kBlockThreads)
+sddmm_dot_segment_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const T* __restrict__ X,
+                         const T* __restrict__ Y, T* __restrict__ E, int64_t H, int64_t F, int G,
+                         HubGeometry g) {
+  if (*g.flag == 0) return;
+  const int64_t item = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  if (item >= g.nsegments * H) return;  // whole warps leave together
+  const int64_t s = item / H, h = item % H;
+  const int lane = threadIdx.x % 32, sub = lane % G, part = lane / G, NG = 32 / G;
+  const unsigned mask = group_mask(G);
+  hub_pieces(rowptr, g, s, [&](int, int64_t r, int64_t kb, int64_t ke) {
+    const int64_t n = ke - kb;
+    SddmmDotAgent<T, I, V, ONE>::run(col, X, Y, E, H, F, r, h, kb + n * part / NG, kb + n * (part + 1) / NG, G, sub,
+                                mask);
+  });
+}
+
+// add: one value per (edge, head); a group of G lanes (over heads) per run of kEdgesPerGroup
+// consecutive edges, its first row found by binary search, then a forward walk.
+template <class T, class I>
+__global__ void __launch_bounds__(SddmmTuning::kBlockThreads)
+sddmm_add_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const T* __restrict__ X,
+                 const T* __restrict__ Y, T* __restrict__ E, int64_t M, int64_t nnz, int64_t H, int G) {
   using A = typename AccOf<T>::type;
   constexpr int EPG = SddmmTuning::kEdgesPerGroup;
-  // fp32: kUnroll edges in flight; wider accumulators / vectors keep fewer (no spills uncapped)
-  constexpr int U = std::is_same_v<T, float> ? SddmmTuning::kUnroll : SddmmTuning::kUnrollWide;
   const int64_t g = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / G;
   const int sub = threadIdx.x % G;
   const int64_t k0 = g * EPG;
-  if (k0 >= nnz) return;  // the whole group leaves together
-  const unsigned mask = group_mask(G);
+  if (k0 >= nnz) return;
   const int64_t k1 = min(nnz, k0 + EPG);
+  constexpr int U = SddmmTuning::kUnrollAdd;
   int64_t r = row_of(rowptr, M, k0);
   int64_t rend = __ldg(rowptr + r + 1);
   for (int64_t k = k0; k < k1; k += U) {
-    I i[U], j[U];  // rows and columns in the index type (fewer registers for int32)
+    int64_t i[U], j[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t kk = k + u;
@@ -43,62 +189,12 @@ sddmm_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const T* _
       } else {
         j[u] = 0;
       }
-      i[u] = static_cast<I>(r);
+      i[u] = r;
     }
-    if constexpr (OP == SddmmOp::dot) {
-      for (int64_t h = 0; h < H; ++h) {
-        A p[U];
+    for (int64_t h = sub; h < H; h += G)
 #pragma unroll
-        for (int u = 0; u < U; ++u) p[u] = A(0);
-        for (int64_t f = int64_t(sub) * V; f < F; f += int64_t(G) * V) {
-          A y[U][V];
-#pragma unroll
-          for (int u = 0; u < U; ++u)
-            if (k + u < k1) load_vec<T, V>(Y + (int64_t(j[u]) * H + h) * F + f, y[u]);
-#pragma unroll
-          for (int u = 0; u < U; ++u) {
-            if (k + u < k1) {
-              // the row operand: consecutive edges mostly share a row, so this is an L1 hit
-              A x[V];
-              load_vec<T, V>(X + (int64_t(i[u]) * H + h) * F + f, x);
-#pragma unroll
-              for (int e = 0; e < V; ++e) p[u] += x[e] * y[u][e];
-            }
-          }
-        }
-        // Transposed butterfly (G >= U, both powers of two): at each of the first log2(U) levels a
-        // lane keeps the half of its partial sums its side of the exchange owns and adds the
-        // partner's copy of it, so U dot products cost U - 1 shuffles and end one per lane set;
-        // the remaining levels finish each sum. Lane set `base` holds edge k + base.
-        int base = 0, o = G >> 1;
-#pragma unroll
-        for (int half = U / 2; half >= 1; half >>= 1) {
-          const bool lo = (sub & o) == 0;
-#pragma unroll
-          for (int q = 0; q < half; ++q) {
-            const A keep = lo ? p[q] : p[q + half];
-            const A send = lo ? p[q + half] : p[q];
-            p[q] = keep + __shfl_xor_sync(mask, send, o);
-          }
-          base += lo ? 0 : half;
-          o >>= 1;
-        }
-        A r = p[0];
-        for (; o > 0; o >>= 1) r += __shfl_xor_sync(mask, r, o);
-        // the G / U lanes that differ only in their low bits hold the same sum: the first writes
-        if ((sub & (G / U - 1)) == 0 && k + base < k1) E[(k + base) * H + h] = from_acc<T>(r);
-      }
-    } else {
-      for (int64_t h = sub; h < H; h += G) {
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          if (k + u < k1) {
-            const A v = to_acc<A>(X[i[u] * H + h]) + to_acc<A>(Y[j[u] * H + h]);
-            E[(k + u) * H + h] = from_acc<T>(v);
-          }
-        }
-      }
-    }
+      for (int u = 0; u < U; ++u)
+        if (k + u < k1) E[(k + u) * H + h] = from_acc<T>(to_acc<A>(X[i[u] * H + h]) + to_acc<A>(Y[j[u] * H + h]));
   }
 }
 
@@ -125,22 +221,46 @@ void run_sddmm(const SddmmArgs& a, cudaStream_t stream) {
     throw std::invalid_argument("gnnsparse cuda sddmm: null pointer");
   const bool aligned = reinterpret_cast<uintptr_t>(a.X) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(a.Y) % 16 == 0;
-  const SddmmPlan p = plan_sddmm(nnz, H, F, OP == SddmmOp::add, sizeof(T), aligned);
-  check_grid("sddmm", {p.blocks}, 1);
+  const SddmmPlan p = plan_sddmm(M, nnz, H, F, a.A.max_degree, OP == SddmmOp::add, sizeof(T), aligned);
+  check_grid("sddmm", {p.blocks, p.long_blocks, p.segment_blocks, p.hub.map_blocks()}, 1);
   const auto* rp = static_cast<const I*>(a.A.rowptr);
   const auto* cp = static_cast<const I*>(a.A.col);
   const auto* xp = static_cast<const T*>(a.X);
   const auto* yp = static_cast<const T*>(a.Y);
-  const dim3 grid(static_cast<unsigned>(p.blocks));
   constexpr int B = SddmmTuning::kBlockThreads;
-  if constexpr (OP == SddmmOp::add) {  // one value per (edge, head): no vectors, F = 1
-    sddmm_kernel<T, I, OP, 1><<<grid, B, 0, stream>>>(rp, cp, xp, yp, ep, M, nnz, H, 1, p.group);
+  if constexpr (OP == SddmmOp::add) {
+    sddmm_add_kernel<T, I><<<static_cast<unsigned>(p.blocks), B, 0, stream>>>(rp, cp, xp, yp, ep, M, nnz, H,
+                                                                               p.group);
+    GS_LAUNCH_CHECK("sddmm_add_kernel");
   } else {
     dispatch_vec<16 / sizeof(T)>(p.vec, [&](auto v) {
-      sddmm_kernel<T, I, OP, decltype(v)::value><<<grid, B, 0, stream>>>(rp, cp, xp, yp, ep, M, nnz, H, F, p.group);
+      constexpr int V = decltype(v)::value;
+      auto launch = [&](auto one) {
+        constexpr bool ONE = decltype(one)::value;
+        HubWorkspace ws;
+        if (p.hub.seg > 0) {
+          ws.begin(p.hub, 0, rp, M, nnz, a.A.max_degree, stream);
+          sddmm_dot_segment_kernel<T, I, V, ONE><<<static_cast<unsigned>(p.segment_blocks), B, 0, stream>>>(
+              rp, cp, xp, yp, ep, H, F, p.group, ws.geometry());
+          GS_LAUNCH_CHECK("sddmm_dot_segment_kernel");
+        }
+        // rows longer than kWarpRowMin go to the long-row kernel (when a group is less than a warp
+        // and such rows may exist), the rest to the row kernel
+        const bool long_rows = p.group < 32 && (a.A.max_degree < 0 || a.A.max_degree > SddmmTuning::kWarpRowMin);
+        if (long_rows) {
+          sddmm_dot_long_rows_kernel<T, I, V, ONE><<<static_cast<unsigned>(p.long_blocks), B, 0, stream>>>(
+              rp, cp, xp, yp, ep, M, H, F, p.group, p.hub.row_limit());
+          GS_LAUNCH_CHECK("sddmm_dot_long_rows_kernel");
+        }
+        sddmm_dot_row_kernel<T, I, V, ONE><<<static_cast<unsigned>(p.blocks), B, 0, stream>>>(
+            rp, cp, xp, yp, ep, M, H, F, p.group, long_rows ? SddmmTuning::kWarpRowMin : p.hub.row_limit());
+        GS_LAUNCH_CHECK("sddmm_dot_row_kernel");
+        ws.end();
+      };
+      if (p.one) launch(std::true_type{});
+      else launch(std::false_type{});
     });
   }
-  GS_LAUNCH_CHECK("sddmm_kernel");
 }
 
 }  // namespace gnnsparse::cuda_detail

@@ -1,12 +1,25 @@
-// The hub pass shared by SpMM and FusedMM: geometry of the fixed segments, the device helpers of
-// the segment and combine kernels, and the stream-ordered workspace (sizing: SegmentPlan in
-// policy.cuh).
+// The hub pass: one template shared by SpMM, quantized SpMM, FusedMM (and, without the combine,
+// SDDMM). Sizing lives in policy.cuh (SegmentPlan).
 //
 // Segment s holds the nonzeros [s * seg, min(nnz, (s + 1) * seg)). A hub row is longer than
 // thr >= seg, so it never lies inside one segment: the hub rows a segment meets are at most the
 // row of its first entry (slot 0) and the row of its last entry (slot 1). Workspace slot
-// 2 s + slot holds the partial result of that (segment, hub row) piece. A hub row starts in
-// exactly one segment; the combine warp of that segment folds the row's slots in segment order.
+// 2 s + slot holds the partial state of that (segment, hub row) piece. A hub row starts in
+// exactly one segment; the combine block of that segment folds the row's slots in a fixed order.
+//
+// The pass, in stream order (run_hub_pass):
+//   1. hub_flag_kernel (only when the longest row is unknown): *flag = some row is a hub;
+//   2. segment_map_kernel: rows[2 s], rows[2 s + 1] = the rows of segment s's first and last
+//      entry, found once here (one thread per segment, both binary searches interleaved), so no
+//      segment or combine kernel searches rowptr;
+//   3. the op's segment kernel: for each hub piece (hub_pieces) it reduces the piece into its
+//      slot -- the op's own schedule (a warp per segment, its edges split over lane sets);
+//   4. hub_combine_kernel<Cmb>: for every hub row, thread (part, column) folds a contiguous range
+//      of the row's slots in segment order, then the parts are folded in order through shared
+//      memory, and Cmb::write stores the result. Cmb is the op's state: its Part (the state of
+//      one slot column), kLoads (slots a thread loads before folding them), identity, load, fold
+//      (the merge rule: the left argument holds the earlier edges) and write (the epilogue).
+// Fixed segments and fixed fold orders: bitwise reproducible. No atomics.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -18,57 +31,32 @@
 
 namespace gnnsparse::cuda_detail {
 
-// Segment s = [p0, p1); r0 and r1 are the rows of its first and of its last entry.
-struct SegmentRows {
-  int64_t p0, p1, r0, r1;
+// What every hub kernel reads: the plan's geometry and the map (device memory of the workspace).
+struct HubGeometry {
+  int64_t M = 0, nnz = 0, seg = 0, thr = 0, nsegments = 0;
+  const int64_t* rows = nullptr;  // 2 per segment: rows of its first and its last entry
+  const int* flag = nullptr;      // 0: no hub row (every hub kernel returns at once)
 };
-template <class I>
-__device__ __forceinline__ SegmentRows segment_rows(const I* __restrict__ rowptr, int64_t M,
-                                                    int64_t nnz, int64_t seg, int64_t s) {
-  const int64_t p0 = s * seg, p1 = min(nnz, p0 + seg);
-  return {p0, p1, row_of(rowptr, M, p0), row_of(rowptr, M, p1 - 1)};
-}
 
-// Calls piece(slot, r, kb, ke) for each hub row r (deg > thr) that segment sr meets, in slot
+// Calls piece(slot, r, kb, ke) for each hub row r (deg > thr) that segment s meets, in slot
 // order, with [kb, ke) the row's entries inside the segment.
 template <class I, class F>
-__device__ __forceinline__ void for_each_hub_piece(const I* __restrict__ rowptr,
-                                                   const SegmentRows& sr, int64_t thr, F&& piece) {
+__device__ __forceinline__ void hub_pieces(const I* __restrict__ rowptr, const HubGeometry& g,
+                                           int64_t s, F&& piece) {
+  const int64_t p0 = s * g.seg, p1 = min(g.nnz, p0 + g.seg);
+  const int64_t r0 = g.rows[2 * s], r1 = g.rows[2 * s + 1];
   for (int slot = 0; slot < 2; ++slot) {
-    const int64_t r = slot ? sr.r1 : sr.r0;
-    if (slot == 1 && sr.r1 == sr.r0) break;
-    const int64_t rk0 = rowptr[r], rk1 = rowptr[r + 1];
-    if (rk1 - rk0 <= thr) continue;
-    piece(slot, r, max(sr.p0, rk0), min(sr.p1, rk1));
+    const int64_t r = slot ? r1 : r0;
+    if (slot == 1 && r1 == r0) break;
+    const int64_t rk0 = static_cast<int64_t>(rowptr[r]), rk1 = static_cast<int64_t>(rowptr[r + 1]);
+    if (rk1 - rk0 <= g.thr) continue;
+    piece(slot, r, max(p0, rk0), min(p1, rk1));
   }
-}
-
-// Combine kernels, block b of NW warps: warp w looks at segment b * NW + w for a hub row that
-// starts in it (at most one) and rows[w] gets that row or -1. Every thread of the block must call
-// this; rows is complete for all of them on return.
-template <int NW, class I>
-__device__ __forceinline__ void hub_rows_starting_in_block(const I* __restrict__ rowptr, int64_t M,
-                                                           int64_t nnz, int64_t seg, int64_t thr,
-                                                           int64_t nsegments, int64_t (&rows)[NW]) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) {
-    const int64_t s = int64_t(blockIdx.x) * NW + warp;
-    int64_t r = -1;
-    if (s < nsegments) {
-      const int64_t p0 = s * seg, p1 = min(nnz, p0 + seg);
-      const int64_t rr = row_of(rowptr, M, p1 - 1);
-      const int64_t rk0 = rowptr[rr], rk1 = rowptr[rr + 1];
-      if (rk0 >= p0 && rk1 - rk0 > thr) r = rr;
-    }
-    rows[warp] = r;
-  }
-  __syncthreads();
 }
 
 // The slot (0 or 1) that the hub row whose entries start at k0 has in segment s, one of its
 // segments: 0 when the row holds the segment's first entry, else 1 (the row starts inside s and,
-// being longer than a segment, holds its last). Its partial result is in workspace slot
-// 2 s + hub_slot(s, seg, k0).
+// being longer than a segment, holds its last). Its partial state is in slot 2 s + hub_slot.
 __device__ __forceinline__ int64_t hub_slot(int64_t s, int64_t seg, int64_t k0) {
   return (s * seg >= k0) ? 0 : 1;
 }
@@ -83,10 +71,92 @@ __global__ void hub_flag_kernel(const I* __restrict__ rowptr, int64_t M, int64_t
     if (static_cast<int64_t>(rowptr[i + 1]) - static_cast<int64_t>(rowptr[i]) > thr) *flag = 1;
 }
 
+// rows[2 s] and rows[2 s + 1]: the rows holding segment s's first and last entry (largest r with
+// rowptr[r] <= p). The two binary searches advance together, so their loads overlap.
+template <class I>
+__global__ void __launch_bounds__(SegmentTuning::kMapThreads)
+segment_map_kernel(const I* __restrict__ rowptr, HubGeometry g, int64_t* __restrict__ rows) {
+  if (*g.flag == 0) return;
+  const int64_t s = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (s >= g.nsegments) return;
+  const int64_t pa = s * g.seg, pb = min(g.nnz, pa + g.seg) - 1;
+  int64_t alo = 0, ahi = g.M, blo = 0, bhi = g.M;  // rowptr[lo] <= p; answer in [lo, hi)
+  while (ahi - alo > 1 || bhi - blo > 1) {
+    const int64_t am = (alo + ahi) >> 1, bm = (blo + bhi) >> 1;
+    const bool amove = ahi - alo > 1, bmove = bhi - blo > 1;
+    const int64_t av = amove ? static_cast<int64_t>(__ldg(rowptr + am)) : 0;
+    const int64_t bv = bmove ? static_cast<int64_t>(__ldg(rowptr + bm)) : 0;
+    if (amove) { if (av <= pa) alo = am; else ahi = am; }
+    if (bmove) { if (bv <= pb) blo = bm; else bhi = bm; }
+  }
+  rows[2 * s] = alo;
+  rows[2 * s + 1] = blo;
+}
+
+// Combine: block b looks at segments NW b .. NW b + NW - 1 (one warp each) for a hub row that
+// starts in it, and folds each such row's slots: thread (part, column) a contiguous range of
+// segments, Cmb::kLoads slots loaded before they are folded in order, then the parts in order.
+template <class Cmb, class I>
+__global__ void __launch_bounds__(SegmentTuning::kCombineThreads)
+hub_combine_kernel(const I* __restrict__ rowptr, HubGeometry g, typename Cmb::Params p) {
+  using Part = typename Cmb::Part;
+  constexpr int NT = SegmentTuning::kCombineThreads, NW = NT / 32, L = Cmb::kLoads;
+  if (*g.flag == 0) return;
+  __shared__ int64_t rows[NW];
+  __shared__ Part sh[NT];
+  const int tid = threadIdx.x;
+  if (tid % 32 == 0) {
+    const int64_t s = int64_t(blockIdx.x) * NW + tid / 32;
+    int64_t r = -1;
+    if (s < g.nsegments) {
+      const int64_t rr = g.rows[2 * s + 1];  // the row of the segment's last entry
+      const int64_t rk0 = static_cast<int64_t>(rowptr[rr]), rk1 = static_cast<int64_t>(rowptr[rr + 1]);
+      if (rk0 >= s * g.seg && rk1 - rk0 > g.thr) r = rr;  // a hub that starts in segment s
+    }
+    rows[tid / 32] = r;
+  }
+  __syncthreads();
+  const int64_t W = Cmb::width(p);
+  const int64_t CT = W < NT ? W : NT, P = NT / CT;
+  for (int w = 0; w < NW; ++w) {
+    const int64_t r = rows[w];
+    if (r < 0) continue;
+    const int64_t k0 = static_cast<int64_t>(rowptr[r]), k1 = static_cast<int64_t>(rowptr[r + 1]);
+    const int64_t c0 = k0 / g.seg, n = (k1 - 1) / g.seg - c0 + 1;  // the row's segments c0 .. c0 + n - 1
+    for (int64_t cb = 0; cb < W; cb += CT) {
+      const int64_t cc = cb + tid % CT, part = tid / CT;
+      Part acc = Cmb::identity();
+      if (part < P && cc < W) {
+        const int64_t q0 = n * part / P, q1 = n * (part + 1) / P;
+        for (int64_t q = q0; q < q1; q += L) {
+          Part v[L];
+#pragma unroll
+          for (int l = 0; l < L; ++l) {
+            const int64_t sg = c0 + q + l;
+            if (q + l < q1) v[l] = Cmb::load(p, 2 * sg + hub_slot(sg, g.seg, k0), cc);
+          }
+#pragma unroll
+          for (int l = 0; l < L; ++l)
+            if (q + l < q1) Cmb::fold(acc, v[l]);
+        }
+      }
+      sh[tid] = acc;
+      __syncthreads();
+      if (tid < CT && cc < W) {
+        for (int64_t q = 1; q < P; ++q)
+          if (n * q / P < n * (q + 1) / P) Cmb::fold(acc, sh[q * CT + tid]);
+        Cmb::write(p, r, cc, acc, k1 - k0, c0);
+      }
+      __syncthreads();
+    }
+  }
+}
+
 // Scratch of one hub pass, stream-ordered: cudaMallocAsync on the op's stream, a 16-byte header
-// holding the hub flag, then the partial slots; cudaFreeAsync on the same stream after the last
-// kernel that reads it, so no synchronization. If a launch throws in between, the destructor
-// still frees it (unchecked: an exception is already on its way).
+// holding the hub flag, the segment map (2 int64 per segment), then the op's slots;
+// cudaFreeAsync on the same stream after the last kernel that reads it, so no synchronization.
+// If a launch throws in between, the destructor still frees it (unchecked: an exception is
+// already on its way).
 class HubWorkspace {
  public:
   HubWorkspace() = default;
@@ -96,22 +166,34 @@ class HubWorkspace {
     if (raw_ != nullptr) (void)cudaFreeAsync(raw_, stream_);
   }
 
-  // Allocates header + payload_bytes, clears the flag and launches the flag kernel over rows
-  // [0, M) (M > 0) for rows longer than thr.
+  // Allocates header + map + payload_bytes and launches the flag (when max_deg < 0: unknown) and
+  // map kernels over rows [0, M) (M > 0). geometry() is valid afterwards.
   template <class I>
-  void begin(size_t payload_bytes, const I* rowptr, int64_t M, int64_t thr, cudaStream_t stream) {
-    GS_CUDA_CHECK(cudaMallocAsync(&raw_, kHeader + payload_bytes, stream));
+  void begin(const SegmentPlan& plan, size_t payload_bytes, const I* rowptr, int64_t M, int64_t nnz,
+             int64_t max_deg, cudaStream_t stream) {
+    map_bytes_ = static_cast<size_t>(plan.nsegments) * 2 * sizeof(int64_t);
+    GS_CUDA_CHECK(cudaMallocAsync(&raw_, kHeader + map_bytes_ + payload_bytes, stream));
     stream_ = stream;
-    GS_CUDA_CHECK(cudaMemsetAsync(flag(), 0, sizeof(int), stream));
-    constexpr int B = SegmentTuning::kFlagThreads;
-    const int64_t blocks = std::min<int64_t>((M + B - 1) / B, SegmentTuning::kFlagMaxBlocks);
-    hub_flag_kernel<I><<<static_cast<unsigned>(blocks), B, 0, stream>>>(rowptr, M, thr, flag());
-    GS_LAUNCH_CHECK("hub_flag_kernel");
+    g_ = HubGeometry{M, nnz, plan.seg, plan.thr, plan.nsegments,
+                     reinterpret_cast<const int64_t*>(static_cast<char*>(raw_) + kHeader),
+                     static_cast<const int*>(raw_)};
+    int* flag = static_cast<int*>(raw_);
+    // a known longest row above the threshold: the flag is set without looking (any non-zero byte)
+    GS_CUDA_CHECK(cudaMemsetAsync(flag, max_deg < 0 ? 0 : 1, sizeof(int), stream));
+    if (max_deg < 0) {
+      constexpr int B = SegmentTuning::kFlagThreads;
+      const int64_t blocks = std::min<int64_t>((M + B - 1) / B, SegmentTuning::kFlagMaxBlocks);
+      hub_flag_kernel<I><<<static_cast<unsigned>(blocks), B, 0, stream>>>(rowptr, M, plan.thr, flag);
+      GS_LAUNCH_CHECK("hub_flag_kernel");
+    }
+    segment_map_kernel<I><<<static_cast<unsigned>(plan.map_blocks()), SegmentTuning::kMapThreads, 0, stream>>>(
+        rowptr, g_, const_cast<int64_t*>(g_.rows));
+    GS_LAUNCH_CHECK("segment_map_kernel");
   }
-  int* flag() const { return static_cast<int*>(raw_); }
+  const HubGeometry& geometry() const { return g_; }
   // The payload from byte `offset` on, as P.
   template <class P> P* payload(size_t offset = 0) const {
-    return reinterpret_cast<P*>(static_cast<char*>(raw_) + kHeader + offset);
+    return reinterpret_cast<P*>(static_cast<char*>(raw_) + kHeader + map_bytes_ + offset);
   }
   // Releases the scratch after the kernels enqueued so far (nothing when begin was not called).
   void end() {
@@ -124,7 +206,18 @@ class HubWorkspace {
  private:
   static constexpr size_t kHeader = 16;
   void* raw_ = nullptr;
+  size_t map_bytes_ = 0;
   cudaStream_t stream_ = nullptr;
+  HubGeometry g_;
 };
+
+// Launches the combine of a hub pass whose segment kernel has run.
+template <class Cmb, class I>
+void launch_hub_combine(const SegmentPlan& plan, const I* rowptr, const HubWorkspace& ws,
+                        const typename Cmb::Params& p, cudaStream_t stream) {
+  hub_combine_kernel<Cmb, I><<<static_cast<unsigned>(plan.combine_blocks()), SegmentTuning::kCombineThreads, 0,
+                               stream>>>(rowptr, ws.geometry(), p);
+  GS_LAUNCH_CHECK("hub_combine_kernel");
+}
 
 }  // namespace gnnsparse::cuda_detail

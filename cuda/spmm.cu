@@ -1,14 +1,15 @@
 // CSR SpMM with sum / mean / max / min (+ argmax / argmin as edge indices), deterministic.
 //
-// Schedule (policy.cuh, plan_spmm): a group of G lanes per row; each lane owns
-// kColVecsPerLane vectors of V columns (V * sizeof(T) = 16 bytes when C and alignment allow)
-// and walks the row's edges in ascending order, kept U edges in flight (gathers of X rows are
-// the traffic). Hub rows (longer than the plan's threshold) are not walked by one group: the hub
-// pass of segments.cuh cuts the nnz range into fixed segments, spmm_segment_kernel reduces each
-// (segment, hub row) piece into a workspace slot, and spmm_combine_kernel merges a hub row's
-// slots in segment order. No atomics anywhere, so results are bitwise reproducible. (Row
-// splitting as in Yang, Buluc, Owens, "Design principles for sparse matrix multiplication on the
-// GPU", Euro-Par 2018.)
+// Schedule (policy.cuh, plan_spmm): a group of G lanes per row; each lane owns TL vectors of V
+// columns (V * sizeof(T) = 16 bytes when C and alignment allow; TL = 1 while a row fits in 32
+// vectors, so one load instruction of the group gathers a whole row) and walks the row's edges
+// in ascending order, U edges' loads in flight (gathers of X rows are the traffic; 16-bit
+// features stay packed in registers until they are used). Hub rows (longer than the plan's
+// threshold) take the hub pass of segments.cuh: spmm_segment_kernel reduces each (segment, hub
+// row) piece into a workspace slot and hub_combine_kernel<SpmmCombine> folds a hub row's slots
+// in segment order. No atomics anywhere, so results are bitwise reproducible. (Row splitting as
+// in Yang, Buluc, Owens, "Design principles for sparse matrix multiplication on the GPU",
+// Euro-Par 2018.)
 #include "common.cuh"
 #include "dispatch.cuh"
 #include "policy.cuh"
@@ -17,18 +18,19 @@
 
 namespace gnnsparse::cuda_detail {
 
-template <class T, class I, Reduce R, int V>
+template <class T, class I, Reduce R, int V, int TL>
 struct SpmmAgent {
   using A = typename AccOf<T>::type;
   using VT = typename ValOf<T>::type;
   using Red = Reducer<A, R>;
-  static constexpr int TL = spmm_cols_per_lane<V, Red::kHasArg>();
-  static constexpr int U = spmm_unroll<V, Red::kHasArg>();
+  using Vec = VecT<T, V>;
+  static constexpr int U = spmm_unroll<TL, V, int(sizeof(T)), Red::kHasArg>();
   // max / min keep the winning edge as an int32 offset from the start of the range a group
   // reduces (at most max(hub threshold, segment) <= 2^30 entries), widened once when written.
   using Arg = int32_t;
 
-  // This lane's columns: c[t] .. c[t] + V - 1, valid when ok[t].
+  // This lane's columns: c[t] .. c[t] + V - 1, valid when ok[t]. Vector t of the Gc lanes is
+  // contiguous, so with TL = 1 one load instruction of the group covers the whole row.
   __device__ __forceinline__ static void columns(int64_t C, int Gc, int cs, int64_t (&c)[TL],
                                                  bool (&ok)[TL]) {
     const int64_t cbase = int64_t(blockIdx.y) * Gc * V * TL;
@@ -71,22 +73,34 @@ struct SpmmAgent {
                                                 int64_t k0, int64_t k1, int64_t kb,
                                                 A (&acc)[TL][V], Arg (&arg)[TL][V]) {
     const bool weighted = val != nullptr;
+    // the column indices of the batch at k, loaded one batch ahead (with the previous batch's
+    // gathers in flight); the values come with their own batch's gathers
+    I jn[U];
+    auto indices = [&](int64_t k) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) jn[u] = k + u < k1 ? __ldg(col + k + u) : I(0);
+    };
+    // max / min keep the indices in their batch (the register cap of their resident blocks)
+    constexpr bool kPrefetch = !Red::kHasArg;
+    if constexpr (kPrefetch)
+      if (k0 < k1) indices(k0);
     for (int64_t k = k0; k < k1; k += U) {
-      int64_t j[U];
+      if constexpr (!kPrefetch) indices(k);
+      I j[U];
       A w[U];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        const int64_t kk = k + u;
-        j[u] = kk < k1 ? static_cast<int64_t>(__ldg(col + kk)) : 0;
-        w[u] = A(1);
-        if (weighted && kk < k1) w[u] = static_cast<A>(__ldg(val + kk));
+        j[u] = jn[u];
+        w[u] = (weighted && k + u < k1) ? static_cast<A>(__ldg(val + k + u)) : A(1);
       }
-      A x[U][TL][V];
+      Vec x[U][TL];
 #pragma unroll
       for (int u = 0; u < U; ++u)
 #pragma unroll
         for (int t = 0; t < TL; ++t)
-          if (ok[t] && k + u < k1) load_vec<T, V>(X + j[u] * C + c[t], x[u][t]);
+          if (ok[t] && k + u < k1) x[u][t] = *reinterpret_cast<const Vec*>(X + static_cast<int64_t>(j[u]) * C + c[t]);
+      if constexpr (kPrefetch)
+        if (k + U < k1) indices(k + U);
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         if (k + u >= k1) break;
@@ -95,7 +109,8 @@ struct SpmmAgent {
           if (!ok[t]) continue;
 #pragma unroll
           for (int e = 0; e < V; ++e) {
-            const A m = weighted ? w[u] * x[u][t][e] : x[u][t][e];
+            const A xv = to_acc<A>(x[u][t].v[e]);
+            const A m = weighted ? w[u] * xv : xv;
             step(acc[t][e], arg[t][e], m, static_cast<Arg>(k + u - kb));
           }
         }
@@ -170,42 +185,75 @@ struct SpmmAgent {
 #pragma unroll
         for (int e = 0; e < V; ++e) {
           const A o = __shfl_xor_sync(mask, acc[t][e], off);
-          if constexpr (Red::kHasArg) {
-            const Arg oa = __shfl_xor_sync(mask, arg[t][e], off);
-            const A la = left ? acc[t][e] : o, ra = left ? o : acc[t][e];
-            const Arg lg = left ? arg[t][e] : oa, rg = left ? oa : arg[t][e];
-            const bool take_right = rg >= 0 && (lg < 0 || Red::better(ra, la));
-            acc[t][e] = take_right ? ra : la;
-            arg[t][e] = take_right ? rg : lg;
-          } else {
-            acc[t][e] = left ? acc[t][e] + o : o + acc[t][e];
-          }
+          Arg oa = -1;
+          if constexpr (Red::kHasArg) oa = __shfl_xor_sync(mask, arg[t][e], off);
+          Red::merge(acc[t][e], arg[t][e], o, oa, left);
         }
     }
   }
 };
 
+// The hub pass's state of SpMM: one value (and arg) per column of a slot.
+template <class T, Reduce R>
+struct SpmmCombine {
+  using A = typename AccOf<T>::type;
+  using Red = Reducer<A, R>;
+  struct Params {
+    const A* __restrict__ wsv;
+    const int64_t* __restrict__ wsa;  // max / min only
+    T* __restrict__ Y;
+    int64_t* __restrict__ arg;
+    int64_t C;
+  };
+  // max / min carry the winning edge; sums only the value (more slots in flight per thread)
+  struct ArgPart {
+    A v;
+    int64_t arg;
+  };
+  struct SumPart {
+    A v;
+  };
+  using Part = std::conditional_t<Red::kHasArg, ArgPart, SumPart>;
+  static constexpr int kLoads = Red::kHasArg ? 8 : 16;  // slots a combine thread loads before folding
+  __device__ __forceinline__ static int64_t width(const Params& p) { return p.C; }
+  __device__ __forceinline__ static Part identity() {
+    if constexpr (Red::kHasArg) return {Red::init(), -1};
+    else return {Red::init()};
+  }
+  __device__ __forceinline__ static Part load(const Params& p, int64_t slot, int64_t cc) {
+    if constexpr (Red::kHasArg) return {p.wsv[slot * p.C + cc], p.wsa[slot * p.C + cc]};
+    else return {p.wsv[slot * p.C + cc]};
+  }
+  __device__ __forceinline__ static void fold(Part& acc, const Part& nx) {
+    if constexpr (Red::kHasArg) Red::merge(acc.v, acc.arg, nx.v, nx.arg, true);
+    else acc.v += nx.v;
+  }
+  __device__ __forceinline__ static void write(const Params& p, int64_t r, int64_t cc, const Part& acc,
+                                               int64_t deg, int64_t) {
+    p.Y[r * p.C + cc] = from_acc<T>(Red::write(acc.v, deg));
+    if constexpr (Red::kHasArg)
+      if (p.arg != nullptr) p.arg[r * p.C + cc] = acc.arg;
+  }
+};
+
 // One warp per segment: Gc column lanes x 32 / Gc edge parts reduce each hub piece of the segment
 // (reduce_split) into its workspace slot.
-template <class T, class I, Reduce R, int V>
+template <class T, class I, Reduce R, int V, int TL>
 __global__ void __launch_bounds__(SpmmTuning::kBlockThreads)
 spmm_segment_kernel(const I* __restrict__ rowptr, const I* __restrict__ col,
                     const typename ValOf<T>::type* __restrict__ val, const T* __restrict__ X,
-                    int64_t M, int64_t C, int64_t nnz, int Gc, int64_t seg, int64_t nsegments,
-                    typename AccOf<T>::type* __restrict__ wsv, int64_t* __restrict__ wsa,
-                    const int* __restrict__ has_hub) {
-  using Ag = SpmmAgent<T, I, R, V>;
+                    int64_t C, int Gc, HubGeometry g, typename AccOf<T>::type* __restrict__ wsv,
+                    int64_t* __restrict__ wsa) {
+  using Ag = SpmmAgent<T, I, R, V, TL>;
   using A = typename Ag::A;
-  constexpr int TL = Ag::TL;
-  if (*has_hub == 0) return;
+  if (*g.flag == 0) return;
   const int64_t s = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int sub = threadIdx.x % 32, cs = sub % Gc, P = 32 / Gc;
-  if (s >= nsegments) return;
-  const SegmentRows sr = segment_rows(rowptr, M, nnz, seg, s);
+  if (s >= g.nsegments) return;
   int64_t c[TL];
   bool ok[TL];
   Ag::columns(C, Gc, cs, c, ok);
-  for_each_hub_piece(rowptr, sr, seg, [&](int slot, int64_t, int64_t kb, int64_t ke) {
+  hub_pieces(rowptr, g, s, [&](int slot, int64_t, int64_t kb, int64_t ke) {
     A acc[TL][V];
     typename Ag::Arg arg[TL][V];
     Ag::init(acc, arg);
@@ -224,13 +272,14 @@ spmm_segment_kernel(const I* __restrict__ rowptr, const I* __restrict__ col,
   });
 }
 
-// Resident blocks the row kernel asks the register allocator for (fp32 features only: the
-// others are left free, as their wider vectors spill under these caps), each the most that
-// compiles without spilling for sm_90: kRowMinBlocks (<= 80 registers) for sum / mean, vector
-// and scalar path; kRowMinBlocksArg (<= 64) for max / min on the vector path (one vector per
-// lane); kRowMinBlocksWide (<= 128) for max / min on the scalar path.
+// Resident blocks the row kernel asks the register allocator for (4- and 2-byte features; fp64
+// is left free), each the most that compiles without spilling for sm_90: kRowMinBlocks (<= 80
+// registers) for 4-byte sum / mean and for the scalar path; kRowMinBlocksArg (<= 64) for 4-byte
+// max / min on the vector path (one vector per lane); kRowMinBlocksWide (<= 128) for max / min on
+// the scalar path and for 2-byte features on the vector path (8 accumulators per vector).
 template <class T, Reduce R, int V> constexpr int spmm_row_min_blocks() {
-  if constexpr (!std::is_same_v<T, float>) return 1;
+  if constexpr (sizeof(T) > 4) return 1;
+  else if constexpr (V > 1 && sizeof(T) < 4) return SpmmTuning::kRowMinBlocksWide;
   else if constexpr (!has_arg(R)) return SpmmTuning::kRowMinBlocks;
   else if constexpr (V == 1) return SpmmTuning::kRowMinBlocksWide;
   else return SpmmTuning::kRowMinBlocksArg;
@@ -240,15 +289,14 @@ template <class T, Reduce R, int V> constexpr int spmm_row_min_blocks() {
 // row's edges into contiguous parts, merged by a fixed xor-shuffle tree (lower part = smaller
 // edge indices, so ties still go to the smallest k). Hub rows (deg > hub_thr) are left to the
 // hub pass; with P = 1, rows longer than kWarpRowMin are taken by the whole warp.
-template <class T, class I, Reduce R, int V>
+template <class T, class I, Reduce R, int V, int TL>
 __global__ void __launch_bounds__(SpmmTuning::kBlockThreads, spmm_row_min_blocks<T, R, V>())
 spmm_row_kernel(const I* __restrict__ rowptr, const I* __restrict__ col,
                 const typename ValOf<T>::type* __restrict__ val, const T* __restrict__ X,
                 T* __restrict__ Y, int64_t* __restrict__ argout, int64_t M, int64_t C, int Gc,
                 int P, int64_t hub_thr) {
-  using Ag = SpmmAgent<T, I, R, V>;
+  using Ag = SpmmAgent<T, I, R, V, TL>;
   using A = typename Ag::A;
-  constexpr int TL = Ag::TL;
   const int G = Gc * P;
   const int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / G;
   const int sub = threadIdx.x % G, lane = threadIdx.x % 32;
@@ -289,71 +337,10 @@ spmm_row_kernel(const I* __restrict__ rowptr, const I* __restrict__ col,
   }
 }
 
-// Hub rows: block b looks at segments NW b .. NW b + NW - 1 (one warp each) for hub rows that start
-// in them, and merges each such row's segment partials: thread (p, column) folds a contiguous
-// range of segments in order, then the P per-thread results are folded in order p = 0, 1, ... — a
-// fixed order, so deterministic.
-template <class T, class I, Reduce R>
-__global__ void __launch_bounds__(SpmmTuning::kCombineThreads)
-spmm_combine_kernel(const I* __restrict__ rowptr, T* __restrict__ Y, int64_t* __restrict__ argout,
-                    int64_t M, int64_t C, int64_t nnz, int64_t seg, int64_t nsegments,
-                    const typename AccOf<T>::type* __restrict__ wsv,
-                    const int64_t* __restrict__ wsa, const int* __restrict__ has_hub) {
-  using A = typename AccOf<T>::type;
-  using Red = Reducer<A, R>;
-  if (*has_hub == 0) return;
-  constexpr int NT = SpmmTuning::kCombineThreads, NW = NT / 32;
-  __shared__ int64_t rows[NW];
-  __shared__ A sacc[NT];
-  __shared__ int64_t sarg[Red::kHasArg ? NT : 1];
-  const int tid = threadIdx.x;
-  hub_rows_starting_in_block<NW>(rowptr, M, nnz, seg, seg, nsegments, rows);
-  for (int w = 0; w < NW; ++w) {
-    const int64_t r = rows[w];
-    if (r < 0) continue;
-    const int64_t k0 = rowptr[r], k1 = rowptr[r + 1], deg = k1 - k0;
-    const int64_t c0 = k0 / seg, n = (k1 - 1) / seg - c0 + 1;  // the row's segments: c0 .. c0 + n - 1
-    const int64_t CT = C < NT ? C : NT;
-    const int64_t P = NT / CT;
-    for (int64_t cb = 0; cb < C; cb += CT) {
-      const int64_t cidx = tid % CT, part = tid / CT, cc = cb + cidx;
-      const bool active = part < P && cc < C;
-      A acc = Red::init();
-      int64_t arg = -1;
-      if (active) {
-        const int64_t q0 = n * part / P, q1 = n * (part + 1) / P;
-#pragma unroll 8
-        for (int64_t q = q0; q < q1; ++q) {
-          const int64_t s = c0 + q, slot = hub_slot(s, seg, k0);
-          const int64_t at = (s * 2 + slot) * C + cc;
-          if constexpr (Red::kHasArg) Red::merge(acc, arg, wsv[at], wsa[at]);
-          else acc += wsv[at];
-        }
-      }
-      sacc[tid] = acc;
-      if constexpr (Red::kHasArg) sarg[tid] = arg;
-      __syncthreads();
-      if (tid < CT && cc < C) {
-        for (int64_t q = 1; q < P; ++q) {
-          if constexpr (Red::kHasArg) {
-            const int64_t oa = sarg[q * CT + tid];
-            if (oa >= 0) Red::merge(acc, arg, sacc[q * CT + tid], oa);
-          } else {
-            acc += sacc[q * CT + tid];
-          }
-        }
-        Y[r * C + cc] = from_acc<T>(Red::write(acc, deg));
-        if constexpr (Red::kHasArg)
-          if (argout != nullptr) argout[r * C + cc] = arg;
-      }
-      __syncthreads();
-    }
-  }
-}
-
-template <class T, class I, Reduce R, int V>
+template <class T, class I, Reduce R, int V, int TL>
 void launch_spmm(const SpmmPlan& p, const SpmmArgs& a, cudaStream_t stream) {
   using A = typename AccOf<T>::type;
+  using Cmb = SpmmCombine<T, R>;
   constexpr bool has_arg = Reducer<A, R>::kHasArg;
   const auto* rp = static_cast<const I*>(a.A.rowptr);
   const auto* cp = static_cast<const I*>(a.A.col);
@@ -364,20 +351,18 @@ void launch_spmm(const SpmmPlan& p, const SpmmArgs& a, cudaStream_t stream) {
   HubWorkspace ws;
   if (p.hub.seg > 0) {
     const size_t slots = static_cast<size_t>(p.hub.nsegments) * 2 * static_cast<size_t>(C);
-    ws.begin(slots * sizeof(A) + (has_arg ? slots * sizeof(int64_t) : 0), rp, M, p.hub.thr, stream);
+    ws.begin(p.hub, slots * sizeof(A) + (has_arg ? slots * sizeof(int64_t) : 0), rp, M, nnz, a.A.max_degree,
+             stream);
     A* wsv = ws.payload<A>();
     int64_t* wsa = has_arg ? ws.payload<int64_t>(slots * sizeof(A)) : nullptr;
     const dim3 grid(static_cast<unsigned>(p.segment_blocks), static_cast<unsigned>(p.col_blocks));
-    spmm_segment_kernel<T, I, R, V><<<grid, SpmmTuning::kBlockThreads, 0, stream>>>(
-        rp, cp, vp, xp, M, C, nnz, p.col_lanes, p.hub.seg, p.hub.nsegments, wsv, wsa, ws.flag());
+    spmm_segment_kernel<T, I, R, V, TL><<<grid, SpmmTuning::kBlockThreads, 0, stream>>>(
+        rp, cp, vp, xp, C, p.col_lanes, ws.geometry(), wsv, wsa);
     GS_LAUNCH_CHECK("spmm_segment_kernel");
-    spmm_combine_kernel<T, I, R><<<static_cast<unsigned>(p.combine_blocks),
-                                   SpmmTuning::kCombineThreads, 0, stream>>>(
-        rp, yp, a.arg, M, C, nnz, p.hub.seg, p.hub.nsegments, wsv, wsa, ws.flag());
-    GS_LAUNCH_CHECK("spmm_combine_kernel");
+    launch_hub_combine<Cmb>(p.hub, rp, ws, typename Cmb::Params{wsv, wsa, yp, a.arg, C}, stream);
   }
   const dim3 grid(static_cast<unsigned>(p.row_blocks), static_cast<unsigned>(p.col_blocks));
-  spmm_row_kernel<T, I, R, V><<<grid, SpmmTuning::kBlockThreads, 0, stream>>>(
+  spmm_row_kernel<T, I, R, V, TL><<<grid, SpmmTuning::kBlockThreads, 0, stream>>>(
       rp, cp, vp, xp, yp, a.arg, M, C, p.col_lanes, p.edge_parts, p.hub.row_limit());
   GS_LAUNCH_CHECK("spmm_row_kernel");
   ws.end();
@@ -400,8 +385,16 @@ void run_spmm(const SpmmArgs& a, cudaStream_t stream) {
   const bool aligned = reinterpret_cast<uintptr_t>(a.X) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(a.Y) % 16 == 0;
   const SpmmPlan p = plan_spmm(a.A.M, a.A.nnz, a.C, a.A.max_degree, sizeof(T), aligned, has_arg(R));
-  check_grid("spmm", {p.row_blocks, p.segment_blocks, p.combine_blocks}, p.col_blocks);
-  dispatch_vec<16 / sizeof(T)>(p.vec, [&](auto v) { launch_spmm<T, I, R, decltype(v)::value>(p, a, stream); });
+  check_grid("spmm", {p.row_blocks, p.segment_blocks, p.hub.combine_blocks(), p.hub.map_blocks()}, p.col_blocks);
+  dispatch_vec<spmm_vec(sizeof(T))>(p.vec, [&](auto v) {
+    constexpr int V = decltype(v)::value;
+    if constexpr (V == 1) {
+      launch_spmm<T, I, R, 1, SpmmTuning::kScalarColsPerLane>(p, a, stream);
+    } else {
+      if (has_arg(R) || p.per_lane == 1) launch_spmm<T, I, R, V, 1>(p, a, stream);  // max / min: TL = 1
+      else if constexpr (!has_arg(R)) launch_spmm<T, I, R, V, SpmmTuning::kVecsPerLane>(p, a, stream);
+    }
+  });
 }
 
 }  // namespace gnnsparse::cuda_detail

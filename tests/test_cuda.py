@@ -123,6 +123,13 @@ def close(got, want, dt):
     np.testing.assert_allclose(got, want, rtol=TOL[dt], atol=TOL[dt] * scale)
 
 
+def poison():
+    """Fill the memory torch's caching allocator hands out next with NaN, so that an output element
+    a kernel leaves unwritten shows up as NaN (outputs are allocated with torch.empty)."""
+    big = torch.full((1 << 22,), float("nan"), device=DEV)
+    del big
+
+
 def same_bits(a, b):
     assert a.dtype == b.dtype and a.shape == b.shape
     it = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
@@ -140,6 +147,7 @@ def check_spmm(rowptr, col, val, M, K, C, dt, itype, reduce, seed, weighted=True
     if X is None:
         X = rand((K, C), dt, seed)
     want_arg = reduce in ("max", "min")
+    poison()
     Y, arg = cudab.spmm(r, c, v, X, M, K, reduce, want_arg)
     torch.cuda.synchronize()
     A = ns(rowptr, col, v, M, K)
@@ -161,7 +169,7 @@ def check_spmm(rowptr, col, val, M, K, C, dt, itype, reduce, seed, weighted=True
 
 @pytest.mark.parametrize("dt", list(DTYPES))
 @pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min"])
-@pytest.mark.parametrize("C", [1, 3, 8, 16, 17, 33, 129, 257])
+@pytest.mark.parametrize("C", [1, 3, 8, 16, 17, 33, 128, 129, 256, 257])
 def test_spmm_backend(dt, reduce, C):
     M, K = 150, 120
     rowptr, col, val = make_graph(M, K, 6, seed=C)
@@ -170,7 +178,8 @@ def test_spmm_backend(dt, reduce, C):
 
 
 @pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min"])
-@pytest.mark.parametrize("dt,C", [("float32", 16), ("float32", 33), ("bfloat16", 32), ("float64", 5)])
+@pytest.mark.parametrize("dt,C", [("float32", 16), ("float32", 33), ("float32", 256), ("bfloat16", 32),
+                                  ("bfloat16", 512), ("float64", 5)])
 def test_spmm_hub(reduce, dt, C):
     M, K = 600, 5000
     rowptr, col, val = make_graph(M, K, 30, seed=3, hub=120_000)
@@ -268,6 +277,7 @@ def test_sddmm_dot_backend(dt, H, F):
     for itype in ("int32", "int64"):
         r, c, _ = dev_graph(rowptr, col, None, itype, torch.float32)
         X, Y = rand((M, H, F), dt, 1), rand((K, H, F), dt, 2)
+        poison()
         E = cudab.sddmm(r, c, X, Y, M, K, "dot")
         want = ref.sddmm(ns(rowptr, col, None, M, K), host(X), host(Y), "dot")
         close(host(E), want, dt)
@@ -286,24 +296,43 @@ def test_sddmm_add_backend(dt, H):
     close(host(E), want, dt)
 
 
-def test_sddmm_hub():
+@pytest.mark.parametrize("dt,H,F", [("float32", 1, 32), ("float32", 2, 4), ("bfloat16", 1, 64), ("float64", 1, 3)])
+def test_sddmm_dot_skewed_rows(dt, H, F):
+    # rows of 33..600 entries are split over the warp's groups
+    M, K = 3000, 500
+    rowptr, col, _ = skewed_graph(M, K, seed=F)
+    r, c, _ = dev_graph(rowptr, col, None, "int32", torch.float32)
+    X, Y = rand((M, H, F), dt, 1), rand((K, H, F), dt, 2)
+    poison()
+    E = cudab.sddmm(r, c, X, Y, M, K, "dot")
+    close(host(E), ref.sddmm(ns(rowptr, col, None, M, K), host(X), host(Y), "dot"), dt)
+    same_bits(E, cudab.sddmm(r, c, X, Y, M, K, "dot"))
+
+
+@pytest.mark.parametrize("dt,H,F", [("float32", 1, 32), ("float32", 2, 128), ("float32", 1, 260),
+                                    ("bfloat16", 3, 16), ("float64", 1, 6)])
+def test_sddmm_hub(dt, H, F):
+    # hub rows go to the hub pass (a warp per segment and head), the rest to the row kernel
     M, K = 400, 3000
     rowptr, col, _ = make_graph(M, K, 20, seed=5, hub=110_000)
     r, c, _ = dev_graph(rowptr, col, None, "int32", torch.float32)
-    X, Y = rand((M, 1, 32), "float32", 1), rand((K, 1, 32), "float32", 2)
+    X, Y = rand((M, H, F), dt, 1), rand((K, H, F), dt, 2)
+    poison()
     E = cudab.sddmm(r, c, X, Y, M, K, "dot")
-    close(host(E), ref.sddmm(ns(rowptr, col, None, M, K), host(X), host(Y), "dot"), "float32")
+    close(host(E), ref.sddmm(ns(rowptr, col, None, M, K), host(X), host(Y), "dot"), dt)
+    same_bits(E, cudab.sddmm(r, c, X, Y, M, K, "dot"))
 
 
 # ---- FusedMM ------------------------------------------------------------------------------
 
-def check_fused(rowptr, col, val, M, K, H, F, D, dt, itype, op, edge, seed, weighted=True):
+def check_fused(rowptr, col, val, M, K, H, F, D, dt, itype, op, edge, seed, weighted=True, y_is_z=False):
     r, c, v = dev_graph(rowptr, col, val if weighted else None, itype, val_dtype(dt))
     if op == "dot":
         X, Y = rand((M, H, F), dt, seed, 0.5), rand((K, H, F), dt, seed + 1, 0.5)
     else:
         X, Y = rand((M, H), dt, seed), rand((K, H), dt, seed + 1)
-    Z = rand((K, H, D), dt, seed + 2)
+    Z = Y if y_is_z else rand((K, H, D), dt, seed + 2)  # y_is_z: one tensor, one gather per edge
+    poison()
     out, E = cudab.fusedmm(r, c, v, X, Y, Z, M, K, op, edge, 0.2, True)
     A = ns(rowptr, col, v, M, K)
     want_out, want_e = ref.fusedmm(A, host(X), host(Y), host(Z), op, edge, 0.2, return_edges=True)
@@ -330,6 +359,24 @@ def test_fusedmm_hub(edge, op):
     M, K = 500, 4000
     rowptr, col, val = make_graph(M, K, 20, seed=9, hub=105_000)
     check_fused(rowptr, col, val, M, K, 2, 8, 16, "float32", "int64", op, edge, seed=3)
+
+
+@pytest.mark.parametrize("edge", ["none", "softmax", "leaky_relu_softmax"])
+@pytest.mark.parametrize("dt,H,F", [("float32", 1, 32), ("float32", 2, 8), ("float32", 1, 256), ("bfloat16", 1, 64),
+                                    ("float64", 2, 4), ("float32", 1, 5)])
+@pytest.mark.parametrize("graph", ["short", "skewed", "hub"])
+def test_fusedmm_y_is_z(edge, dt, H, F, graph):
+    # Y and Z the same tensor (F == D): the kernel gathers each row once for the score and the sum
+    if graph == "short":
+        M, K = 300, 300
+        rowptr, col, val = make_graph(M, K, 6, seed=F)
+    elif graph == "skewed":
+        M, K = 3000, 3000
+        rowptr, col, val = skewed_graph(M, K, seed=F)
+    else:
+        M, K = 500, 500
+        rowptr, col, val = make_graph(M, K, 20, seed=F, hub=60_000)
+    check_fused(rowptr, col, val, M, K, H, F, F, dt, "int32", "dot", edge, seed=F, y_is_z=True)
 
 
 # ---- CuPy through the backend -------------------------------------------------------------
