@@ -27,10 +27,20 @@ def pytest_runtest_call(item):
     that backend: then it fails as it is."""
     try:
         return (yield)
-    except gs.BackendUnavailable as e:
-        if e.backend and e.backend not in REQUIRED:
-            pytest.skip(f"{e} (GNNSPARSE_REQUIRE={e.backend} makes this a failure)")
+    except Exception as e:
+        missing = _unavailable(e)
+        if missing is not None and missing.backend and missing.backend not in REQUIRED:
+            pytest.skip(f"{missing} (GNNSPARSE_REQUIRE={missing.backend} makes this a failure)")
         raise
+
+
+def _unavailable(e):
+    """The BackendUnavailable behind `e` (itself, or what it was raised from), or None."""
+    for _ in range(8):
+        if e is None or isinstance(e, gs.BackendUnavailable):
+            return e
+        e = e.__cause__
+    return None
 
 
 def sycl_or_skip():
