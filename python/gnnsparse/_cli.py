@@ -94,10 +94,13 @@ def require_torch(what: str):
     return torch
 
 
-def fmt_ms(ms: float) -> str:
-    if ms >= 10_000:
+def fmt_ms(ms: float, like: float = None) -> str:
+    """A time in ms as "4.36 ms", "812 ms" or "23.1 s", in the unit `like` (another time) would get,
+    so two times side by side share their unit."""
+    ref = max(ms, like) if like is not None else ms
+    if ref >= 10_000:
         return f"{ms / 1e3:.1f} s"
-    if ms >= 100:
+    if ref >= 100:
         return f"{ms:.0f} ms"
     return f"{ms:.2f} ms"
 
@@ -114,7 +117,8 @@ def speed_words(ours: float, other: float) -> str:
 
 def compare_times(label: str, ours_ms: float, other_label: str, other_ms: float) -> str:
     """"gnnsparse 7.91 ms vs PyG 4.36 ms per epoch: 1.81× slower" (the words read from the left)."""
-    return f"{label} {fmt_ms(ours_ms)} vs {other_label} {fmt_ms(other_ms)}: {speed_words(ours_ms, other_ms)}"
+    return (f"{label} {fmt_ms(ours_ms, other_ms)} vs {other_label} {fmt_ms(other_ms, ours_ms)}: "
+            f"{speed_words(ours_ms, other_ms)}")
 
 
 def fmt_duration(seconds: float) -> str:
