@@ -21,6 +21,7 @@ QUANT_MODELS = ("gcn", "gat")  # the models `gnnsparse train --quant` trains wit
 
 # ---------------------------------------------------------------- command line
 def build_parser(prog: str = "gnnsparse train") -> _cli.ArgumentParser:
+    """The argument parser of `gnnsparse train` (errors: one line, exit 2)."""
     p = _cli.ArgumentParser(prog=prog, description="Train a 2-layer GNN node classifier on gnnsparse (and, with "
                                 "--compare pyg, the same model on PyTorch Geometric) and report accuracy, epoch time, "
                                 "peak GPU memory and run-to-run determinism.")

@@ -17,6 +17,8 @@ __all__ = ["RunResult", "pick_device", "prepare", "initial_state", "run_once"]
 
 @dataclass
 class RunResult:
+    """One training run: per-epoch losses, times and accuracies, peak GPU memory, and the losses'
+    bits (equal strings: bitwise identical runs)."""
     framework: str
     model: str
     device: str
@@ -34,17 +36,21 @@ class RunResult:
 
     @property
     def median_epoch_ms(self) -> float:
+        """Median train-step time, leaving out the warm-up epochs (the first 3 of more than 6, else
+        the first)."""
         t = self.epoch_ms[3:] if len(self.epoch_ms) > 6 else self.epoch_ms[1:] or self.epoch_ms
         return statistics.median(t) if t else float("nan")
 
     @property
     def best_val_test(self) -> float:
+        """Test accuracy at the epoch of the best validation accuracy (the earliest on ties)."""
         if not self.val_acc:
             return float("nan")
         i = max(range(len(self.val_acc)), key=lambda k: (self.val_acc[k], -k))
         return self.test_acc[i]
 
     def summary(self) -> dict:
+        """Every field and the derived figures, as a dict for JSON."""
         d = asdict(self)
         d.update(median_epoch_ms=self.median_epoch_ms, best_val_test_acc=self.best_val_test,
                  final_test_acc=self.test_acc[-1] if self.test_acc else None)
@@ -109,6 +115,7 @@ def _sync(device):
 
 
 def initial_state(model: str, t: dict, hidden: int, heads: int, seed: int, dropout: float, aggr: str) -> dict:
+    """Seeded initial weights (a state_dict) that gnnsparse's and PyG's models both load."""
     import torch
 
     torch.manual_seed(seed)
