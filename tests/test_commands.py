@@ -49,6 +49,7 @@ def _torch_or_none():
     (["train", "--epochs", "0"], "--epochs must be a positive integer"),
     (["train", "--model", "gin"], "invalid choice: 'gin'"),
     (["train", "--data", "/no/such.npz"], "--data /no/such.npz: no such file"),
+    (["train", "--json", "/no/such/dir/r.json"], "--json /no/such/dir/r.json: no such directory"),
 ])
 def test_argument_mistakes_are_one_line_and_exit_2(argv, needle):
     _one_line_error(_gs(*argv), needle)

@@ -262,6 +262,8 @@ def _main(argv, prog):
     args = build_parser(prog).parse_args(argv)
     if args.data and not os.path.exists(args.data):
         raise UsageError(f"--data {args.data}: no such file")
+    if args.json and not os.path.isdir(os.path.dirname(os.path.abspath(args.json))):
+        raise UsageError(f"--json {args.json}: no such directory")  # now, not after the training
     train(args)
     return 0
 
