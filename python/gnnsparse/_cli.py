@@ -26,15 +26,18 @@ class ArgumentParser(argparse.ArgumentParser):
         sys.exit(EXIT_USAGE)
 
 
-def positive_int(what: str):
-    """An argparse type: an integer > 0, else an error naming `what` (the flag)."""
+def positive_int(what: str, minimum: int = 1):
+    """An argparse type: an integer >= minimum (1: "positive", 0: "non-negative"), else an error
+    naming `what` (the flag)."""
+    kind = {1: "positive", 0: "non-negative"}.get(minimum, f">= {minimum}")
+
     def parse(text):
         try:
             v = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{what} must be a positive integer, got {text!r}") from None
-        if v <= 0:
-            raise argparse.ArgumentTypeError(f"{what} must be a positive integer, got {v}")
+            raise argparse.ArgumentTypeError(f"{what} must be a {kind} integer, got {text!r}") from None
+        if v < minimum:
+            raise argparse.ArgumentTypeError(f"{what} must be a {kind} integer, got {v}")
         return v
     return parse
 

@@ -54,15 +54,7 @@ _positive = _cli.positive_int
 
 
 def _non_negative(what):
-    def parse(text):
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{what} must be a non-negative integer, got {text!r}") from None
-        if v < 0:
-            raise argparse.ArgumentTypeError(f"{what} must be a non-negative integer, got {v}")
-        return v
-    return parse
+    return _cli.positive_int(what, minimum=0)
 
 
 def add_bench_arguments(p: argparse.ArgumentParser):
