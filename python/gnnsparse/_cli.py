@@ -43,8 +43,9 @@ def positive_int(what: str, minimum: int = 1):
 
 
 def run(prog: str, fn, *args) -> int:
-    """fn(*args) as a command: UsageError -> one line and 2; a closed stdout pipe -> quiet, 141;
-    Ctrl-C -> one line and 130. Everything else is a bug and keeps its traceback."""
+    """fn(*args) as a command, returning its exit status: UsageError -> one line and 2; argparse's
+    exits (--help 0, a bad argument 2) as their status; a closed stdout pipe -> quiet, 141; Ctrl-C
+    -> one line and 130. Everything else is a bug and keeps its traceback."""
     try:
         rc = fn(*args)
         sys.stdout.flush()  # a closed pipe shows here, inside the try, not at interpreter exit
@@ -53,6 +54,11 @@ def run(prog: str, fn, *args) -> int:
         _flush_quietly()
         print(f"{prog}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except SystemExit as e:  # argparse: --help (0) and bad arguments (2, its one line already printed)
+        if e.code is None or isinstance(e.code, int):
+            _flush_quietly()
+            return int(e.code or 0)
+        raise
     except BrokenPipeError:
         _silence_stdout()
         return EXIT_PIPE
