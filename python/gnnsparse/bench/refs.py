@@ -46,8 +46,8 @@ class TorchGraph:
         self.val = None if A.val is None else torch.from_numpy(to_numpy(A.val).astype(np.float32)).to(dev)
         vals = self.val if self.val is not None else torch.ones(A.nnz, dtype=torch.float32, device=dev)
         # the CSR was validated when it was built: torch's own checks are declined explicitly (left
-        # implicit, torch warns once per process)
-        with warnings.catch_warnings():
+        # implicit, torch warns once per process; torch 2.11 also when check_invariants=False)
+        with warnings.catch_warnings(), torch.sparse.check_sparse_tensor_invariants(enable=False):
             warnings.filterwarnings("ignore", "Sparse CSR tensor support is in beta")
             self.csr = torch.sparse_csr_tensor(rowptr, col, vals, size=A.shape, check_invariants=False)
             self.pattern = torch.sparse_csr_tensor(rowptr, col, torch.ones_like(vals), size=A.shape,
