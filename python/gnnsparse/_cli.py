@@ -4,6 +4,7 @@ full when the output is not a terminal, and speed ratios are said in words with 
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 
@@ -175,10 +176,21 @@ def print_table(header, rows, *, title: str = "", caption: str = "", left: int =
         return
     t = Table(title=title or None, caption=caption or None, box=box.SIMPLE_HEAD, pad_edge=False)
     for i, h in enumerate(header):
-        if i < left:
-            t.add_column(h, justify="left", overflow="fold")
+        widest = max([len(h)] + [len(r[i]) for r in rows])
+        if i < left:  # text wraps, down to a readable width
+            t.add_column(h, justify="left", overflow="fold", min_width=min(widest, max(len(h), 10)))
         else:
-            t.add_column(h, justify="right", no_wrap=True, min_width=max([len(h)] + [len(r[i]) for r in rows]))
+            t.add_column(h, justify="right", no_wrap=True, min_width=widest)
     for k, r in enumerate(rows):
         t.add_row(*r, style=None if styles is None else styles[k])
-    Console(file=file, highlight=False).print(t)
+    console = Console(file=file, highlight=False)
+    # rendered once without colour to see that it fits: every number and header whole, or plain lines
+    # (which the terminal wraps, cutting nothing)
+    probe = Console(file=io.StringIO(), width=console.width, color_system=None, highlight=False)
+    probe.print(t)
+    lines = probe.file.getvalue().splitlines()
+    numbers = [c for r in rows for c in r[left:]] + list(header)
+    if "…" in probe.file.getvalue() or any(all(c not in line for line in lines) for c in numbers):
+        print(plain_table(header, rows, title, caption, left), file=file)
+        return
+    console.print(t)
