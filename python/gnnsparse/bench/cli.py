@@ -107,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "reference libraries on the same inputs; print a table and write JSON, CSV and PNGs.")
     add_bench_arguments(b)
     b.set_defaults(_parser=b)
-    i = sub.add_parser("info", help="backends and devices this install can use")
+    i = sub.add_parser("info", help="versions, and each backend: usable here or why not")
     i.set_defaults(func=run_info)
     # `gnnsparse train` is dispatched by gnnsparse.__main__ before this parser; listed here for --help
     sub.add_parser("train", add_help=False,
