@@ -129,7 +129,7 @@ def test_transpose_follows_new_values(rng):
     assert A.T is not T1
 
 
-def test_torch_cpu_arrays_are_copied(rng):
+def test_torch_cpu_arrays_are_copied(rng, sycl):
     torch = pytest.importorskip("torch")
     ei, w = _graph(rng)
     A0 = gs.CSR.from_edge_index(ei, 30, w)

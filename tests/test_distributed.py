@@ -284,10 +284,10 @@ def test_train_nproc_bad_input(capsys):
     from gnnsparse.__main__ import main as cli
 
     assert cli(["train", "--quick", "--nproc", "0"]) == 2
-    with pytest.raises(SystemExit, match="covers gcn, gat"):
-        cli(["train", "--quick", "--model", "sage", "--nproc", "2"])
-    with pytest.raises(SystemExit, match="--nproc trains"):
-        cli(["train", "--quick", "--nproc", "2", "--quant"])
+    assert cli(["train", "--quick", "--model", "sage", "--nproc", "2"]) == 2
+    assert "covers gcn, gat" in capsys.readouterr().err
+    assert cli(["train", "--quick", "--nproc", "2", "--quant"]) == 2
+    assert "--nproc trains" in capsys.readouterr().err
 
 
 def _failing_worker(rank, world):

@@ -142,9 +142,12 @@ def test_graph_arguments_agree(graph):
     torch.manual_seed(0)
     layer = gnn.GCNConv(F_IN, 5).double().to(x.device)
     A = gs.CSR.from_edge_index(ei, N)
-    S = torch.sparse_coo_tensor(torch.stack([ei[1], ei[0]]), torch.ones(ei.shape[1], dtype=D, device=x.device),
-                                (N, N), check_invariants=True)
-    outs = [layer(x, g) for g in (ei, A, gst.graph_tensors(A, x), S, S.coalesce().to_sparse_csr())]
+    # torch's sparse invariant checks on for the whole test (torch warns when the choice is left
+    # implicit, e.g. by its CUDA conversions)
+    with torch.sparse.check_sparse_tensor_invariants():
+        S = torch.sparse_coo_tensor(torch.stack([ei[1], ei[0]]), torch.ones(ei.shape[1], dtype=D, device=x.device),
+                                    (N, N))
+        outs = [layer(x, g) for g in (ei, A, gst.graph_tensors(A, x), S, S.coalesce().to_sparse_csr())]
     for o in outs[1:]:
         torch.testing.assert_close(o, outs[0], rtol=1e-12, atol=1e-12)
 

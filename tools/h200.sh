@@ -3,6 +3,7 @@
 # as a command (from a scratch directory, with the installed package first on sys.path).
 #
 #   OUT=/some/dir bash tools/h200.sh "python -m pytest -q $PWD/tests/test_cuda.py" "bench_cuda --suite graphs"
+#   OUT=/some/dir bash tools/h200.sh test     # the GPU suite: every test, CUDA required (README, docs/reliability.md)
 #
 # Install: a wheel for this Python in .whl/ (made by tools/gpu_wheel.sh on another machine: saves
 # the GPU machine the CUDA compile) is installed with pip --no-deps --target; without one the
@@ -38,6 +39,8 @@ libdirs=$( { ls -d /usr/local/cuda*/lib64 2>/dev/null; "$PY" -c 'import nvidia, 
 export LD_LIBRARY_PATH=${libdirs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 cd "$OUT"
 "$PY" -c 'import gnnsparse, torch; print("gnnsparse", gnnsparse.__version__, gnnsparse.available_backends(), "torch", torch.__version__)' || exit 100
+# `test`: the whole suite from the checkout, its CUDA tests failing (not skipping) if CUDA cannot run
+[ "$*" = test ] && set -- "GNNSPARSE_REQUIRE=cuda $PY -m pytest -q -ra $ROOT/tests"
 failed=0
 for cmd in "$@"; do
   echo "== $cmd"

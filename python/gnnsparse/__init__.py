@@ -17,6 +17,16 @@ _ocl = _os.path.join(_sys.prefix, "lib", "libintelocl.so")
 if not _os.environ.get("OCL_ICD_FILENAMES") and _os.path.exists(_ocl):
     _os.environ["OCL_ICD_FILENAMES"] = _ocl
 
+# Alternating torch CPU work with gnnsparse calls cost 1.5-1.9x per step when torch's OpenMP threads
+# spin-wait (OMP_WAIT_POLICY unset) against the SYCL CPU runtime's threads for the same cores
+# (README: "torch and gnnsparse on one CPU"). OpenMP reads the variable when it loads, so it is set
+# here only when the user has not set it and torch (the usual OpenMP user) is not loaded yet.
+if "OMP_WAIT_POLICY" not in _os.environ and "torch" not in _sys.modules:
+    _os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    OMP_WAIT_POLICY_SET = True  # noqa: N816 - read by `gnnsparse info`
+else:
+    OMP_WAIT_POLICY_SET = False
+
 from . import reference  # noqa: E402
 from ._backends import BackendUnavailable, available_backends  # noqa: E402
 from ._csr import CSR  # noqa: E402

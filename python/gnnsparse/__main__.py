@@ -5,7 +5,7 @@ import sys
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["train"]:
-        from .train import main as _train
+        from .train.cli import main as _train
 
         return _train(argv[1:])
     from .bench.cli import main as _main

@@ -19,7 +19,12 @@ from . import _arrays
 
 
 class BackendUnavailable(RuntimeError):
-    """The backend that owns the inputs' device is not built or has no device here."""
+    """The backend that owns the inputs' device is not built or has no device here; `backend`
+    names it ("sycl", "cuda")."""
+
+    def __init__(self, message: str, backend: str = ""):
+        super().__init__(message)
+        self.backend = backend
 
 
 class Backend(Protocol):
@@ -94,9 +99,10 @@ def backend_for_kind(k: str) -> Backend:
     try:
         b = importlib.import_module(_MODULES[name]).backend
     except ImportError as e:  # pragma: no cover - depends on the build
-        raise BackendUnavailable(f"the {name} backend (for {k} arrays) is not available in this build: {e}") from e
+        raise BackendUnavailable(f"the {name} backend (for {k} arrays) is not available in this build: {e}",
+                                 name) from e
     if not b.available():
-        raise BackendUnavailable(f"the {b.name} backend is not available here: {b.unavailable_reason()}")
+        raise BackendUnavailable(f"the {b.name} backend is not available here: {b.unavailable_reason()}", b.name)
     _READY[k] = b
     return b
 

@@ -15,6 +15,8 @@ Cached copies never go stale:
 """
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from . import _arrays
@@ -151,14 +153,19 @@ class CSR(GraphMethods):
     # ---------------------------------------------------------------- arrays
     @property
     def rowptr(self):
+        """Row pointers, M + 1 entries: row i's entries are rowptr[i]:rowptr[i+1] (read-only for
+        NumPy)."""
         return self._rowptr
 
     @property
     def col(self):
+        """Column index of each stored entry, nnz entries (read-only for NumPy)."""
         return self._col
 
     @property
     def val(self):
+        """Value of each stored entry (nnz), or None: every entry counts as 1. Assign a new array
+        (or use with_values) to change them; a NumPy CSR's values are read-only."""
         return self._val
 
     @val.setter
@@ -196,6 +203,8 @@ class CSR(GraphMethods):
     # ---------------------------------------------------------------- construction
     @classmethod
     def from_scipy(cls, S, *, validate: bool = True) -> "CSR":
+        """Any scipy.sparse matrix or array (converted to CSR first) -> CSR of the same matrix, with
+        its values (a boolean all-True pattern: without values). The arrays are copied."""
         import scipy.sparse as sp
 
         S = sp.csr_matrix(S)
@@ -207,7 +216,15 @@ class CSR(GraphMethods):
         """PyG's 2 x E edge_index (row 0 source, row 1 target) -> CSR with one row per target node:
         A[dst, src], so spmm(A, X) aggregates messages from sources at targets. Edges are sorted
         stably by target; duplicates are kept. `perm` (CSR position -> original edge id) is stored
-        as `A.edge_perm` to reorder edge features."""
+        as `A.edge_perm` to reorder edge features. num_nodes: a non-negative integer larger than
+        every node id (default: the largest id + 1)."""
+        if num_nodes is not None:
+            try:
+                num_nodes = operator.index(num_nodes)
+            except TypeError:
+                raise TypeError(f"num_nodes must be an integer, got {type(num_nodes).__name__}") from None
+            if num_nodes < 0:
+                raise ValueError(f"num_nodes must be non-negative, got {num_nodes}")
         if _arrays.kind(edge_index) == "numpy" and not _arrays.is_torch(edge_index):
             ei = np.asarray(_arrays.to_numpy(edge_index))
             if ei.ndim != 2 or ei.shape[0] != 2:
@@ -218,7 +235,8 @@ class CSR(GraphMethods):
             n = int(num_nodes) if num_nodes is not None else (int(ei.max()) + 1 if ei.size else 0)
             if ei.size and (ei.min() < 0 or ei.max() >= n):
                 bad = int(np.flatnonzero((ei < 0).any(0) | (ei >= n).any(0))[0])
-                raise ValueError(f"edge {bad} = ({ei[0, bad]}, {ei[1, bad]}) is outside [0, {n})")
+                raise ValueError(f"edge {bad} = ({ei[0, bad]}, {ei[1, bad]}) is outside [0, {n})"
+                                 + ("" if num_nodes is None else f" (num_nodes={n})"))
             perm = np.argsort(dst, kind="stable")
             it = _index_dtype_for(n, ei.shape[1])
             rowptr = np.zeros(n + 1, np.int64)
@@ -236,7 +254,8 @@ class CSR(GraphMethods):
             n = int(num_nodes) if num_nodes is not None else (int(ei.max()) + 1 if ei.numel() else 0)
             if ei.numel() and bool(((ei < 0) | (ei >= n)).any()):
                 bad = _first_true(((ei < 0) | (ei >= n)).any(0))
-                raise ValueError(f"edge {bad} = ({int(ei[0, bad])}, {int(ei[1, bad])}) is outside [0, {n})")
+                raise ValueError(f"edge {bad} = ({int(ei[0, bad])}, {int(ei[1, bad])}) is outside [0, {n})"
+                                 + ("" if num_nodes is None else f" (num_nodes={n})"))
             dst = ei[1]
             perm = torch.argsort(dst, stable=True)
             it = torch.int64 if _index_dtype_for(n, ei.shape[1]).itemsize == 8 else torch.int32
@@ -252,6 +271,8 @@ class CSR(GraphMethods):
         return host.to_like(edge_index)
 
     def to_scipy(self):
+        """This matrix as a scipy.sparse.csr_matrix on the host (values 1 where there are none;
+        bfloat16 values as float32)."""
         import scipy.sparse as sp
 
         val = np.ones(self.nnz, np.float32) if self.val is None else _arrays.to_numpy(self.val)
@@ -274,9 +295,11 @@ class CSR(GraphMethods):
     # ---------------------------------------------------------------- properties
     @property
     def index_dtype(self) -> str:
+        """"int32" or "int64": the type of rowptr and col."""
         return _arrays.dtype_name(self.rowptr)
 
     def degrees(self) -> np.ndarray:
+        """Stored entries per row (M, int64, NumPy): in-degrees for a graph from from_edge_index."""
         return np.diff(_arrays.to_numpy(self.rowptr).astype(np.int64))
 
     def __repr__(self):
@@ -336,6 +359,7 @@ class CSR(GraphMethods):
 
     @property
     def T(self) -> "CSR":
+        """The transpose (K x M), cached: see transpose()."""
         return self.transpose()
 
     def max_degree(self) -> int:

@@ -150,7 +150,10 @@ class CudaBackend:
         a = np.ascontiguousarray(a)
         if _is_torch(like):
             import torch
-            return torch.from_numpy(a).to(like.device)
+
+            # torch.tensor copies straight from the (read-only) host array to the device: one copy,
+            # and no "not writable" warning (torch.from_numpy would warn on a CSR's read-only arrays)
+            return torch.tensor(a, device=like.device)
         cp = _cupy()
         with cp.cuda.Device(place[1]):
             return cp.asarray(a)

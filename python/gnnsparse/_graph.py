@@ -266,32 +266,55 @@ class GraphMethods:
     # construction
     @classmethod
     def from_pyg(cls, data, *, validate: bool = True):
+        """A PyG `Data` (edge_index, num_nodes, and edge_weight or a 1-D edge_attr) or `EdgeIndex`
+        -> CSR with one row per target node, A[dst, src] = weight (1 without weights); the arrays
+        stay where they are (CPU or CUDA tensors). `A.edge_perm` maps CSR positions to edge ids."""
         return from_pyg(data, cls=cls, validate=validate)
 
     @classmethod
     def from_sparse_tensor(cls, adj, *, validate: bool = True):
+        """A torch_sparse `SparseTensor` (PyG's `adj_t`) -> CSR of the same matrix (rowptr, col and
+        value taken from its storage, no copy): (A @ x)[i] = sum_j adj[i, j] x[j]."""
         return from_sparse_tensor(adj, cls=cls, validate=validate)
 
     @classmethod
     def from_torch_sparse(cls, S, *, validate: bool = True):
+        """A 2-D torch sparse CSR or COO tensor with scalar values -> CSR of the same matrix
+        (a COO tensor is coalesced first: duplicate entries summed, as torch defines them)."""
         return from_torch_sparse(S, cls=cls, validate=validate)
 
     @classmethod
     def from_any(cls, obj, num_nodes=None):
+        """Any graph description -> CSR: a CSR (returned as is), PyG Data / EdgeIndex, a (2, E)
+        edge_index (torch or NumPy; `num_nodes` as in from_edge_index), a torch sparse tensor, a
+        torch_sparse SparseTensor or a scipy matrix. TypeError for anything else."""
         return as_graph(obj, num_nodes, cls=cls)
 
     # products
     def __matmul__(self, X):
+        """A @ X: sum over each row's entries, A[i, j] * X[j] (1 * X[j] without values);
+        differentiable for torch tensors."""
         return matmul(self, X)
 
     def reduce(self, X, reduce: str = "sum"):
+        """Aggregate the rows of X over each row's neighbours: "sum" / "mean" -> out;
+        "max" / "min" -> (out, arg), arg the CSR position of the winning entry (-1 for an empty
+        row: A.col[arg] is the neighbour, A.edge_perm[arg] the input edge id). Differentiable for
+        torch tensors (max/min route each gradient to the winning edge)."""
         return reduce_(self, X, reduce)
 
     def sddmm(self, X, Y, op: str = "dot", edge_order: str = "csr"):
+        """One value per stored entry (i, j): op "dot" -> <X[i], Y[j]> (E x 1), "add" ->
+        X[i, h] + Y[j, h] per head (E x H). edge_order "csr" (the CSR's entry order) or "input"
+        (the order of the edge list the CSR was built from). Differentiable for torch tensors."""
         return sddmm(self, X, Y, op, edge_order)
 
     def fusedmm(self, X, Y, Z, op: str = "dot", edge: str = "none", slope: float = 0.2, return_edges: bool = False,
                 edge_order: str = "csr"):
+        """SDDMM scores (op "dot" or "add"), an edge function ("none", "leaky_relu", "exp",
+        "softmax", "leaky_relu_softmax" over each row) and the SpMM of the result with Z, in one
+        pass: the edge values are not stored unless return_edges=True (then (out, edges), edges in
+        `edge_order`). See gnnsparse.fusedmm for shapes and heads."""
         return fusedmm(self, X, Y, Z, op, edge, slope, return_edges, edge_order)
 
     # locality
@@ -305,12 +328,17 @@ class GraphMethods:
 
     # conversions
     def to_dense(self, like=None):
+        """The dense M x K matrix (duplicate entries summed, values 1 when there are none): a torch
+        tensor when the CSR's arrays or `like` are torch tensors (on their device), else NumPy."""
         return to_dense(self, like)
 
     def edges_to_input_order(self, E):
+        """Per-entry values in CSR order (what sddmm / fusedmm return) -> the order of the edge
+        list the CSR was built from: out[edge_perm[k]] = E[k]."""
         return edges_to_input_order(self, E)
 
     def edges_from_input_order(self, w):
+        """Per-edge values in the input edge list's order -> CSR order (w[edge_perm])."""
         return edges_from_input_order(self, w)
 
     def tensors(self, like="cpu"):

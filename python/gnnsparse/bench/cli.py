@@ -13,6 +13,7 @@ import platform
 import shlex
 import sys
 
+from .. import _cli
 from . import cases as _cases
 
 DEFAULT_OUT = "gnnsparse-bench"
@@ -49,28 +50,11 @@ def _csv_ints(text):
     return tuple(dict.fromkeys(out))
 
 
-def _positive(what):
-    def parse(text):
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{what} must be a positive integer, got {text!r}") from None
-        if v <= 0:
-            raise argparse.ArgumentTypeError(f"{what} must be a positive integer, got {v}")
-        return v
-    return parse
+_positive = _cli.positive_int
 
 
 def _non_negative(what):
-    def parse(text):
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{what} must be a non-negative integer, got {text!r}") from None
-        if v < 0:
-            raise argparse.ArgumentTypeError(f"{what} must be a non-negative integer, got {v}")
-        return v
-    return parse
+    return _cli.positive_int(what, minimum=0)
 
 
 def add_bench_arguments(p: argparse.ArgumentParser):
@@ -105,13 +89,17 @@ def add_bench_arguments(p: argparse.ArgumentParser):
     p.add_argument("--check-rows", type=_positive("--check-rows"), default=2048, metavar="N",
                    help="rows sampled for the check against gnnsparse.reference on big matrices (default 2048)")
     p.add_argument("--seed", type=int, default=0, help="seed of the inputs (graphs have their own fixed seeds)")
-    p.add_argument("--plain", action="store_true", help="plain-text table even when rich is installed")
+    p.add_argument("--plain", action="store_true", help="plain-text table even on a terminal (a pipe or a file "
+                   "always gets plain text)")
+    p.add_argument("--targets", action="store_true",
+                   help="also check the project's performance goals (developers: docs/performance.md) and add them "
+                        "to the output files")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_bench)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="gnnsparse", description="gnnsparse: deterministic sparse GNN kernels")
+    p = _cli.ArgumentParser(prog="gnnsparse", description="gnnsparse: deterministic sparse GNN kernels")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     b = sub.add_parser("bench", help="check and time spmm/sddmm/fusedmm against scipy, torch.sparse, PyG-style",
@@ -119,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "reference libraries on the same inputs; print a table and write JSON, CSV and PNGs.")
     add_bench_arguments(b)
     b.set_defaults(_parser=b)
-    i = sub.add_parser("info", help="backends and devices this install can use")
+    i = sub.add_parser("info", help="versions, and each backend: usable here or why not")
     i.set_defaults(func=run_info)
     # `gnnsparse train` is dispatched by gnnsparse.__main__ before this parser; listed here for --help
     sub.add_parser("train", add_help=False,
@@ -129,20 +117,30 @@ def build_parser() -> argparse.ArgumentParser:
 
 # ---------------------------------------------------------------- commands
 def run_info(args, parser) -> int:
+    """Versions, and each backend: usable here, or why not."""
     import gnnsparse as gs
 
     from .measure import cuda_usable
 
-    print(f"gnnsparse {gs.__version__}")
-    print(f"backends: {gs.available_backends()}")
-    ok, why = cuda_usable()
-    print(f"CUDA bench: {'yes' if ok else 'no (' + why + ')'}")
-    try:
+    v = _versions()
+    have = ", ".join(f"{k} {v[k]}" for k in ("numpy", "scipy", "torch", "torch_geometric", "dpctl") if v.get(k))
+    print(f"gnnsparse {gs.__version__} (Python {platform.python_version()}; {have})")
+    backends = gs.available_backends()
+    from .. import _sycl_backend
+
+    if backends.get("sycl"):
         from .measure import CPUDevice
 
-        print(f"SYCL device: {CPUDevice().name}")
-    except Exception as e:
-        print(f"SYCL device: none ({e})")
+        print(f"sycl: yes, {CPUDevice().name}")
+    else:
+        print(f"sycl: no ({_sycl_backend.unavailable_reason()})")
+    ok, why = cuda_usable()
+    print(f"cuda: {'yes' if ok else 'no (' + why + ')'}")
+    for name in sorted(set(backends) - {"sycl", "cuda"}):
+        print(f"{name}: {'yes' if backends[name] else 'no'}")
+    wait = os.environ.get("OMP_WAIT_POLICY")
+    by = "set by gnnsparse at import" if gs.OMP_WAIT_POLICY_SET else "as found at import"
+    print(f"OMP_WAIT_POLICY: {wait or 'unset'} ({by}; README: 'torch and gnnsparse on one CPU')")
     return 0
 
 
@@ -237,7 +235,7 @@ def run_bench(args, parser) -> int:
         if r.get("gbps") is not None:
             r["frac_copy_bw"] = r["gbps"] / copy_bw["device_gbps"]
     summary = runner.summarize(results)
-    goals = runner.targets(results, dev.kind)
+    goals = runner.targets(summary, results, dev.kind) if args.targets else None
     cmd = "gnnsparse " + " ".join(shlex.quote(a) for a in (args._argv or []))
     meta = {
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -248,19 +246,11 @@ def run_bench(args, parser) -> int:
         "seed": args.seed, "copy_bandwidth": copy_bw, "timing": dev.timing,
         "references": {n: refs.describe(n, dev) for n in refs.names_for(dev)},
         "bytes_model": "CSR read once (rowptr, col, val if any) + every gathered row + row-side inputs once + output once",
-        "targets": goals,
         "flops_model": "SpMM 2*nnz*C; SDDMM dot nnz*(2F-1) per head, add nnz per head; FusedMM SDDMM + 2*nnz*D",
     }
-    report.print_table(results, meta, plain=args.plain)
-    skipped = sum(1 for r in results if r.get("skipped") and not r.get("error"))
-    if skipped:
-        print(f"{skipped} case(s) skipped by --max-nnz (listed in results.json)")
-    print("geomean ratios (reference time / gnnsparse time, verified cases):")
-    report.print_summary(summary)
-    if goals:
-        print("project goals (measured in this run):")
-        for g in goals:
-            print(f"  {'met   ' if g['met'] else 'MISSED'} {g['target']}: {g['measured']} over {g['cases']} cases")
+    if goals is not None:
+        meta["targets"] = goals
+    # the files first: a reader that closes stdout early (| head) must not cost the results
     jpath, cpath = os.path.join(out, "results.json"), os.path.join(out, "results.csv")
     mpath = os.path.join(out, "table.md")
     report.write_json(jpath, meta, results, summary)
@@ -272,6 +262,16 @@ def run_bench(args, parser) -> int:
         if not pngs:
             log("matplotlib is not installed: no plots (pip install 'gnnsparse[bench]')")
         written += pngs
+    report.print_table(results, meta, plain=args.plain)
+    skipped = sum(1 for r in results if r.get("skipped") and not r.get("error"))
+    if skipped:
+        print(f"{skipped} case(s) skipped by --max-nnz (listed in results.json)")
+    print("gnnsparse against each reference, geometric mean over the verified cases of each op and variant:")
+    report.print_summary(summary)
+    if goals:
+        print("project goals (measured in this run):")
+        for g in goals:
+            print(f"  {'met   ' if g['met'] else 'MISSED'} {g['target']}: {g['measured']} over {g['cases']} cases")
     print("wrote " + ", ".join(written))
     failed = [r for r in results if r.get("error") or (not r.get("skipped") and not r.get("verified"))]
     if failed:
@@ -282,9 +282,15 @@ def run_bench(args, parser) -> int:
     return 0
 
 
-def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def _run(argv) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args._argv = argv
     return int(args.func(args, getattr(args, "_parser", parser)) or 0)
+
+
+def main(argv=None) -> int:
+    """`gnnsparse bench|info ARGS`: 0 when done, 1 when a case failed its check, 2 (one line on
+    stderr) for a user's mistake."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    return _cli.run("gnnsparse", _run, argv)

@@ -58,7 +58,7 @@ def speedup_plot(results, meta, path):
         fig = _scatter_by_op(plt, rows, lambda r: {f"vs {n}": v["ratio"] for n, v in r["refs"].items() if "ratio" in v},
                              "reference time / gnnsparse time (> 1: faster)",
                              f"gnnsparse speedup · {meta['device_name']}", hline=1.0)
-        fig.savefig(path, dpi=110)
+        fig.savefig(path, dpi=110, bbox_inches="tight")
         plt.close(fig)
         return path
     h = max(2.5, 0.32 * len(rows) * max(1, len(names)) ** 0.5 + 1.5)
@@ -80,7 +80,7 @@ def speedup_plot(results, meta, path):
     ax.set_xlabel("speedup = reference time / gnnsparse time (log; > 1: gnnsparse faster)")
     ax.set_title(f"gnnsparse speedup · {meta['device_name']}", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path
 
@@ -93,7 +93,7 @@ def bandwidth_plot(results, meta, path):
         fig = _scatter_by_op(plt, rows, lambda r: {"gnnsparse (bytes model)": r["gbps"]}, "GB/s",
                              f"achieved bandwidth · {meta['device_name']}", hline=cb["device_gbps"],
                              hlabel=f"copy {cb['device_gbps']:.0f} GB/s (read+write)", logy=False)
-        fig.savefig(path, dpi=110)
+        fig.savefig(path, dpi=110, bbox_inches="tight")
         plt.close(fig)
         return path
     fig, ax = plt.subplots(figsize=(10, max(2.5, 0.3 * len(rows) + 1.5)))
@@ -109,7 +109,7 @@ def bandwidth_plot(results, meta, path):
     ax.set_title(f"achieved bandwidth · {meta['device_name']}", fontsize=9)
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path
 

@@ -45,10 +45,13 @@ class TorchGraph:
         self.col = col
         self.val = None if A.val is None else torch.from_numpy(to_numpy(A.val).astype(np.float32)).to(dev)
         vals = self.val if self.val is not None else torch.ones(A.nnz, dtype=torch.float32, device=dev)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            self.csr = torch.sparse_csr_tensor(rowptr, col, vals, size=A.shape)
-            self.pattern = torch.sparse_csr_tensor(rowptr, col, torch.ones_like(vals), size=A.shape)
+        # the CSR was validated when it was built: torch's own checks are declined explicitly (left
+        # implicit, torch warns once per process; torch 2.11 also when check_invariants=False)
+        with warnings.catch_warnings(), torch.sparse.check_sparse_tensor_invariants(enable=False):
+            warnings.filterwarnings("ignore", "Sparse CSR tensor support is in beta")
+            self.csr = torch.sparse_csr_tensor(rowptr, col, vals, size=A.shape, check_invariants=False)
+            self.pattern = torch.sparse_csr_tensor(rowptr, col, torch.ones_like(vals), size=A.shape,
+                                                   check_invariants=False)
         deg = (rowptr[1:] - rowptr[:-1]).to(torch.float32)
         self.inv_deg = torch.where(deg > 0, 1.0 / deg.clamp(min=1), torch.zeros_like(deg))[:, None]
         self.device = dev

@@ -18,6 +18,7 @@ __all__ = ["spawn", "default_backend"]
 
 
 def default_backend(device: str) -> str:
+    """The torch.distributed backend for a device: "nccl" for CUDA, "gloo" otherwise."""
     return "nccl" if str(device).startswith("cuda") else "gloo"
 
 

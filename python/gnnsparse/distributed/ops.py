@@ -113,6 +113,7 @@ class DistGraph:
         return new
 
     def with_wire(self, wire: str) -> "DistGraph":
+        """The same graph with another halo wire format ("fp32" or "int8")."""
         if wire not in _halo.WIRE_FORMATS:
             raise ValueError(f"wire must be one of {', '.join(_halo.WIRE_FORMATS)}; got {wire!r}")
         new = self.with_graph(self.graph)

@@ -38,10 +38,12 @@ class Partition:
 
     @property
     def nparts(self) -> int:
+        """Number of parts (ranks)."""
         return int(self.bounds.shape[0] - 1)
 
     @property
     def num_nodes(self) -> int:
+        """Nodes of the whole graph."""
         return int(self.perm.shape[0])
 
     def owner_of_new(self, new_ids) -> np.ndarray:
@@ -57,6 +59,7 @@ class Partition:
         return self.perm[self.bounds[rank]:self.bounds[rank + 1]]
 
     def sizes(self) -> np.ndarray:
+        """Rows per rank (nparts,)."""
         return np.diff(self.bounds)
 
 
@@ -80,17 +83,21 @@ class LocalGraph:
 
     @property
     def n_local(self) -> int:
+        """Rows this rank owns."""
         return self.hi - self.lo
 
     @property
     def n_halo(self) -> int:
+        """Rows of other ranks this rank reads (its halo)."""
         return int(self.halo.shape[0])
 
     @property
     def nnz(self) -> int:
+        """Edges of this rank's rows."""
         return int(self.col.shape[0])
 
     def describe(self) -> str:
+        """One line: rows, edges, halo and rows sent."""
         return (f"rank {self.rank}/{self.nparts}: {self.n_local:,} rows, {self.nnz:,} edges, halo {self.n_halo:,}, "
                 f"sends {int(self.send_counts.sum()):,} rows")
 

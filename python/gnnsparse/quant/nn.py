@@ -70,6 +70,8 @@ class GCNConv(tnn.GCNConv):
         self._ops = _Operators()
 
     def forward(self, x: Tensor, edge_index, edge_weight: Optional[Tensor] = None) -> Tensor:
+        """As gnnsparse.torch.nn.GCNConv.forward, with x W and the aggregation on `bits`-bit operands
+        (the float path when bits is None, or for trainable edge weights)."""
         bits = self.bits
         if (bits is None or isinstance(x, (tuple, list))
                 or (edge_weight is not None and edge_weight.requires_grad and torch.is_grad_enabled())):
@@ -103,6 +105,9 @@ class GATConv(tnn.GATConv):
 
     def forward(self, x, edge_index, edge_attr: Optional[Tensor] = None, size=None,
                 return_attention_weights: Optional[bool] = None):
+        """As gnnsparse.torch.nn.GATConv.forward, quantized (`bits`, `logit_bits`); the float path
+        for what the quantized one does not cover (bipartite x, edge features, residual, attention
+        weights returned)."""
         bits = self.bits
         if (bits is None or not isinstance(x, Tensor) or self.lin is None or edge_attr is not None
                 or self.res is not None or return_attention_weights is not None):

@@ -42,14 +42,17 @@ class GraphTensors(NamedTuple):
 
     @property
     def nnz(self) -> int:
+        """Stored entries (edges)."""
         return self.col.shape[0]
 
     @property
     def shape(self):
+        """(num_rows, num_cols): targets x sources."""
         return (self.num_rows, self.num_cols)
 
     @property
     def device(self) -> torch.device:
+        """The device of the tensors."""
         return self.rowptr.device
 
     def with_val(self, val: Optional[Tensor]) -> "GraphTensors":

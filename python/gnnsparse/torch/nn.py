@@ -155,6 +155,7 @@ class GCNConv(torch.nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self):
+        """Glorot weights and a zero bias (as PyG's); forgets a cached graph."""
         self.lin.reset_parameters()
         if self.bias is not None:
             torch.nn.init.zeros_(self.bias)
@@ -174,6 +175,9 @@ class GCNConv(torch.nn.Module):
                         lambda base: make(base, edge_weight), edge_weight)
 
     def forward(self, x: Tensor, edge_index, edge_weight: Optional[Tensor] = None) -> Tensor:
+        """x (N, in_channels) -> (N, out_channels): D^-1/2 (A + I) D^-1/2 x W + b. edge_index: a
+        (2, E) tensor, a gnnsparse.CSR, GraphTensors, a torch sparse tensor or a SparseTensor;
+        edge_weight: (E,) weights of edge_index's edges."""
         if isinstance(x, (tuple, list)):
             raise ValueError("GCNConv received a tuple of node features while this layer does not support "
                              "bipartite message passing; use SAGEConv or GATConv")
@@ -237,6 +241,7 @@ class GATConv(torch.nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self):
+        """Glorot weights and attention vectors, zero bias (as PyG's)."""
         for m in (self.lin, self.lin_src, self.lin_dst, self.lin_edge, self.res):
             if m is not None:
                 m.reset_parameters()
@@ -281,6 +286,9 @@ class GATConv(torch.nn.Module):
 
     def forward(self, x: Union[Tensor, Tuple[Tensor, Optional[Tensor]]], edge_index, edge_attr: Optional[Tensor] = None,
                 size=None, return_attention_weights: Optional[bool] = None):
+        """x (N, F) or a (source, target) pair -> (N, heads * out_channels) (concat) or (N,
+        out_channels); with return_attention_weights=True also (edge_index with self loops, alpha
+        (E', heads)), as PyG. Without the attention weights the whole chain runs as one fused call."""
         H, C = self.heads, self.out_channels
         res = None
         if isinstance(x, Tensor):
@@ -373,6 +381,7 @@ class SAGEConv(torch.nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self):
+        """The linear layers' default initialisation (as PyG's)."""
         if self.project:
             self.lin.reset_parameters()
         self.lin_l.reset_parameters()
@@ -380,6 +389,8 @@ class SAGEConv(torch.nn.Module):
             self.lin_r.reset_parameters()
 
     def forward(self, x: Union[Tensor, Tuple[Tensor, Optional[Tensor]]], edge_index, size=None) -> Tensor:
+        """x (N, F) or a (source, target) pair -> lin_l(aggr over in-neighbours) + lin_r(x_target)
+        (out_channels per node, optionally L2-normalized), as PyG."""
         if isinstance(x, Tensor):
             x = (x, x)
         if self.project:

@@ -29,17 +29,21 @@ class NodeData:
 
     @property
     def num_nodes(self) -> int:
+        """Nodes (rows of x)."""
         return int(self.x.shape[0])
 
     @property
     def num_edges(self) -> int:
+        """Directed edges (columns of edge_index)."""
         return int(self.edge_index.shape[1])
 
     @property
     def num_classes(self) -> int:
+        """Classes: the largest label + 1."""
         return int(self.y.max()) + 1 if self.y.size else 0
 
     def describe(self) -> str:
+        """One line: name, sizes and split."""
         return (f"{self.name}: {self.num_nodes:,} nodes, {self.num_edges:,} edges, {self.x.shape[1]} features, "
                 f"{self.num_classes} classes, split {len(self.train_idx):,}/{len(self.val_idx):,}/"
                 f"{len(self.test_idx):,}")

@@ -15,7 +15,7 @@ from typing import Optional
 
 import numpy as np
 
-from . import RunResult
+from .loop import RunResult
 
 
 def load_data(cfg: dict):

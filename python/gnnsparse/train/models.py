@@ -8,8 +8,10 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-MODELS = ("gcn", "gat", "sage")
-QUANT_MODELS = ("gcn", "gat")  # the models `gnnsparse train --quant` trains with quantized layers
+from .._cli import UsageError
+from .cli import MODELS, QUANT_MODELS  # declared with the command line, which needs no torch
+
+__all__ = ["MODELS", "QUANT_MODELS", "Net", "layer_module", "with_self_loops"]
 
 
 def layer_module(framework: str):
@@ -21,7 +23,8 @@ def layer_module(framework: str):
         try:
             import torch_geometric.nn as pnn
         except ImportError as e:
-            raise RuntimeError("--compare pyg needs torch_geometric (pip install torch_geometric)") from e
+            raise UsageError(f"--compare pyg needs torch_geometric, which is not installed ({e}): "
+                             "pip install torch_geometric") from None
         return pnn
     raise ValueError(f"framework must be 'gnnsparse' or 'pyg', got {framework!r}")
 

@@ -1,0 +1,194 @@
+"""One training run of `gnnsparse train`: the result record, the device, the tensors, the seeded
+initial weights, and the loop (forward, loss on the training nodes, backward, Adam step, then
+accuracy on every split; only the train step is timed)."""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from typing import List, Optional
+
+from .._cli import UsageError
+from .data import NodeData
+from .models import Net, with_self_loops
+
+__all__ = ["RunResult", "pick_device", "prepare", "initial_state", "run_once"]
+
+
+@dataclass
+class RunResult:
+    """One training run: per-epoch losses, times and accuracies, peak GPU memory, and the losses'
+    bits (equal strings: bitwise identical runs)."""
+    framework: str
+    model: str
+    device: str
+    epochs: int
+    losses: List[float] = field(default_factory=list)
+    epoch_ms: List[float] = field(default_factory=list)
+    train_acc: List[float] = field(default_factory=list)
+    val_acc: List[float] = field(default_factory=list)
+    test_acc: List[float] = field(default_factory=list)
+    peak_mem: Optional[int] = None      # bytes, torch.cuda.max_memory_allocated over the run
+    extra_mem: Optional[int] = None     # bytes above what was allocated before the run (data, model)
+    loss_bits: str = ""                 # hex of the float32 losses: equal strings = identical runs
+    quant_bits: Optional[int] = None    # --quant: the first layer's bit width after the first epoch (None: float)
+    quant_errors: dict = field(default_factory=dict)  # --quant auto: Error_X of the first layer's output per width
+
+    @property
+    def median_epoch_ms(self) -> float:
+        """Median train-step time, leaving out the warm-up epochs (the first 3 of more than 6, else
+        the first)."""
+        t = self.epoch_ms[3:] if len(self.epoch_ms) > 6 else self.epoch_ms[1:] or self.epoch_ms
+        return statistics.median(t) if t else float("nan")
+
+    @property
+    def best_val_test(self) -> float:
+        """Test accuracy at the epoch of the best validation accuracy (the earliest on ties)."""
+        if not self.val_acc:
+            return float("nan")
+        i = max(range(len(self.val_acc)), key=lambda k: (self.val_acc[k], -k))
+        return self.test_acc[i]
+
+    def summary(self) -> dict:
+        """Every field and the derived figures, as a dict for JSON."""
+        d = asdict(self)
+        d.update(median_epoch_ms=self.median_epoch_ms, best_val_test_acc=self.best_val_test,
+                 final_test_acc=self.test_acc[-1] if self.test_acc else None)
+        return d
+
+
+# ---------------------------------------------------------------- setup
+def pick_device(name: str):
+    """The torch device `--device` names ("auto": CUDA when torch and gnnsparse's CUDA backend
+    can use a GPU, else the CPU); UsageError for a device this machine does not have."""
+    import torch
+
+    if name != "auto":
+        try:
+            dev = torch.device(name)
+        except RuntimeError as e:
+            raise UsageError(f"--device {name}: not a device name ({e}); use auto, cpu, cuda or cuda:N") from None
+        if dev.type == "cuda":
+            import gnnsparse as gs
+
+            if not torch.cuda.is_available():
+                raise UsageError(f"--device {name}: torch sees no CUDA device here (torch {torch.__version__}); "
+                                 "use --device cpu")
+            if dev.index is not None and dev.index >= torch.cuda.device_count():
+                raise UsageError(f"--device {name}: torch sees {torch.cuda.device_count()} CUDA device(s)")
+            if not gs.available_backends().get("cuda"):
+                raise UsageError(f"--device {name}: this gnnsparse was built without its CUDA backend "
+                                 "(build it where nvcc is present, with GNNSPARSE_CUDA=ON)")
+        elif dev.type != "cpu":
+            raise UsageError(f"--device {name}: gnnsparse trains on cpu or cuda devices")
+        return dev
+    if torch.cuda.is_available():
+        import gnnsparse as gs
+
+        if gs.available_backends().get("cuda"):
+            return torch.device("cuda")
+    return torch.device("cpu")
+
+
+def prepare(data: NodeData, device, model: str) -> dict:
+    """Tensors on the device: features, labels, split, and the graph in both forms: a gnnsparse CSR
+    (ours) and an edge_index (PyG); for GAT both with one self loop per node."""
+    import torch
+
+    import gnnsparse as gs
+
+    ei = torch.from_numpy(data.edge_index).to(device)
+    n = data.num_nodes
+    if model == "gat":
+        ei = with_self_loops(ei, n)
+    return dict(x=torch.from_numpy(data.x).to(device), y=torch.from_numpy(data.y).to(device),
+                train=torch.from_numpy(data.train_idx).to(device), val=torch.from_numpy(data.val_idx).to(device),
+                test=torch.from_numpy(data.test_idx).to(device), edge_index=ei,
+                csr=gs.CSR.from_edge_index(ei, n), num_classes=data.num_classes)
+
+
+def _sync(device):
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def initial_state(model: str, t: dict, hidden: int, heads: int, seed: int, dropout: float, aggr: str) -> dict:
+    """Seeded initial weights (a state_dict) that gnnsparse's and PyG's models both load."""
+    import torch
+
+    torch.manual_seed(seed)
+    net = Net(model, "gnnsparse", t["x"].shape[1], hidden, t["num_classes"], heads=heads, dropout=dropout, aggr=aggr)
+    return {k: v.detach().clone() for k, v in net.state_dict().items()}
+
+
+def run_once(t: dict, model: str, framework: str, *, epochs: int, hidden: int = 128, heads: int = 4, lr: float = 0.01,
+             weight_decay: float = 0.0, dropout: float = 0.5, aggr: str = "mean", seed: int = 0,
+             init: Optional[dict] = None, on_epoch=None, quant: Optional[str] = None) -> RunResult:
+    """Train one model from `init` (or seeded weights) for `epochs` full-graph epochs.
+
+    quant ("auto", "8" or "4"; gnnsparse GCN / GAT only): the first layer quantized (gnnsparse.quant.nn),
+    the second in float32. "auto" runs the first epoch with int8, then Tango's rule picks the first
+    layer's width from that epoch's output: the smallest of int4 / int8 with Error_X < 0.3 (float32
+    when neither is), recorded in the result (quant_bits, quant_errors)."""
+    import torch
+    import torch.nn.functional as F
+
+    device = t["x"].device
+    qbits = None if quant is None else (8 if quant == "auto" else int(quant))
+    net = Net(model, framework, t["x"].shape[1], hidden, t["num_classes"], heads=heads, dropout=dropout, aggr=aggr,
+              quant=qbits)
+    net.load_state_dict(init if init is not None else initial_state(model, t, hidden, heads, seed, dropout, aggr))
+    net = net.to(device)
+    graph = t["csr"] if framework == "gnnsparse" else t["edge_index"]
+    opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay)
+    x, y, tr = t["x"], t["y"], t["train"]
+    res = RunResult(framework, model, str(device), epochs)
+    res.quant_bits = qbits
+    captured: list = []
+    hook = net.conv1.register_forward_hook(lambda m, i, o: captured.append(o.detach())) if quant == "auto" else None
+    if device.type == "cuda":
+        _sync(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        base = torch.cuda.memory_allocated(device)
+    torch.manual_seed(seed + 1)  # dropout masks: the same sequence in every run with this seed
+    losses = []
+    for epoch in range(epochs):
+        _sync(device)
+        t0 = time.perf_counter()
+        net.train()
+        opt.zero_grad(set_to_none=True)
+        out = net(x, graph)
+        loss = F.cross_entropy(out.index_select(0, tr), y.index_select(0, tr))
+        loss.backward()
+        opt.step()
+        _sync(device)
+        res.epoch_ms.append((time.perf_counter() - t0) * 1e3)
+        losses.append(loss.detach())
+        if hook is not None:  # Tango's bit-width rule on the first layer's output of the first epoch
+            from ..quant import select_bits
+
+            hook.remove()
+            hook = None
+            res.quant_bits, res.quant_errors = select_bits(captured[0], (4, 8), seed=seed)
+            net.conv1.bits = res.quant_bits
+            captured.clear()
+        net.eval()
+        with torch.no_grad():
+            pred = net(x, graph).argmax(1)
+            accs = [float((pred.index_select(0, t[k]) == y.index_select(0, t[k])).float().mean()) for k in
+                    ("train", "val", "test")]
+        res.train_acc.append(accs[0])
+        res.val_acc.append(accs[1])
+        res.test_acc.append(accs[2])
+        res.losses.append(float(losses[-1]))
+        if on_epoch is not None:
+            on_epoch(res, epoch)
+    if device.type == "cuda":
+        _sync(device)
+        res.peak_mem = int(torch.cuda.max_memory_allocated(device))
+        res.extra_mem = res.peak_mem - int(base)
+    if losses:
+        res.loss_bits = torch.stack(losses).float().cpu().numpy().tobytes().hex()
+    return res
