@@ -29,6 +29,9 @@ struct SegmentTuning {
   static constexpr int kFlagThreads = 256;         // hub flag kernel (max degree unknown)
   static constexpr int64_t kFlagMaxBlocks = 1024;  // and its grid cap (grid-stride loop)
   static constexpr int kCombineThreads = 512;      // combine: one warp per segment looks for a row
+  static constexpr int kCombineMinBlocks = 2;      // <= 64 registers: most combine blocks find no
+                                                   // row, so waves of them must be cheap (1 block
+                                                   // per SM at 87 registers: 18.5 waves, 112 us)
 };
 
 struct SegmentPlan {

@@ -97,7 +97,7 @@ segment_map_kernel(const I* __restrict__ rowptr, HubGeometry g, int64_t* __restr
 // starts in it, and folds each such row's slots: thread (part, column) a contiguous range of
 // segments, Cmb::kLoads slots loaded before they are folded in order, then the parts in order.
 template <class Cmb, class I>
-__global__ void __launch_bounds__(SegmentTuning::kCombineThreads)
+__global__ void __launch_bounds__(SegmentTuning::kCombineThreads, SegmentTuning::kCombineMinBlocks)
 hub_combine_kernel(const I* __restrict__ rowptr, HubGeometry g, typename Cmb::Params p) {
   using Part = typename Cmb::Part;
   constexpr int NT = SegmentTuning::kCombineThreads, NW = NT / 32, L = Cmb::kLoads;

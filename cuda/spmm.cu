@@ -236,10 +236,23 @@ struct SpmmCombine {
   }
 };
 
+// Resident blocks the row kernel asks the register allocator for (4- and 2-byte features; fp64
+// is left free), each the most that compiles without spilling for sm_90: kRowMinBlocks (<= 80
+// registers) for 4-byte sum / mean and for the scalar path; kRowMinBlocksArg (<= 64) for 4-byte
+// max / min on the vector path (one vector per lane); kRowMinBlocksWide (<= 128) for max / min on
+// the scalar path and for 2-byte features on the vector path (8 accumulators per vector).
+template <class T, Reduce R, int V> constexpr int spmm_row_min_blocks() {
+  if constexpr (sizeof(T) > 4) return 1;
+  else if constexpr (V > 1 && sizeof(T) < 4) return SpmmTuning::kRowMinBlocksWide;
+  else if constexpr (!has_arg(R)) return SpmmTuning::kRowMinBlocks;
+  else if constexpr (V == 1) return SpmmTuning::kRowMinBlocksWide;
+  else return SpmmTuning::kRowMinBlocksArg;
+}
+
 // One warp per segment: Gc column lanes x 32 / Gc edge parts reduce each hub piece of the segment
 // (reduce_split) into its workspace slot.
 template <class T, class I, Reduce R, int V, int TL>
-__global__ void __launch_bounds__(SpmmTuning::kBlockThreads)
+__global__ void __launch_bounds__(SpmmTuning::kBlockThreads, spmm_row_min_blocks<T, R, V>())
 spmm_segment_kernel(const I* __restrict__ rowptr, const I* __restrict__ col,
                     const typename ValOf<T>::type* __restrict__ val, const T* __restrict__ X,
                     int64_t C, int Gc, HubGeometry g, typename AccOf<T>::type* __restrict__ wsv,
@@ -270,19 +283,6 @@ spmm_segment_kernel(const I* __restrict__ rowptr, const I* __restrict__ col,
       }
     }
   });
-}
-
-// Resident blocks the row kernel asks the register allocator for (4- and 2-byte features; fp64
-// is left free), each the most that compiles without spilling for sm_90: kRowMinBlocks (<= 80
-// registers) for 4-byte sum / mean and for the scalar path; kRowMinBlocksArg (<= 64) for 4-byte
-// max / min on the vector path (one vector per lane); kRowMinBlocksWide (<= 128) for max / min on
-// the scalar path and for 2-byte features on the vector path (8 accumulators per vector).
-template <class T, Reduce R, int V> constexpr int spmm_row_min_blocks() {
-  if constexpr (sizeof(T) > 4) return 1;
-  else if constexpr (V > 1 && sizeof(T) < 4) return SpmmTuning::kRowMinBlocksWide;
-  else if constexpr (!has_arg(R)) return SpmmTuning::kRowMinBlocks;
-  else if constexpr (V == 1) return SpmmTuning::kRowMinBlocksWide;
-  else return SpmmTuning::kRowMinBlocksArg;
 }
 
 // One group of G = Gc * P lanes per row: Gc lanes split the columns, P lane sets split the
