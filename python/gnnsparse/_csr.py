@@ -139,10 +139,12 @@ class CSR(GraphMethods):
         self.nnz = int(nnz)
         self._torch = _arrays.is_torch(self._rowptr)
         self._reset()
+        self._derived: dict = {}
         if validate:
             self.validate()
 
     def _reset(self):
+        """Forget what depends on the values: device views and the transpose (which copies them)."""
         self._views: dict = {}
         self._transpose = None
         self._transpose_stamp = None
@@ -172,7 +174,7 @@ class CSR(GraphMethods):
             if self.kind == "numpy":
                 new = _readonly(np.array(_arrays.to_numpy(new)))
         self._val = new
-        self.invalidate()
+        self._reset()  # the structure and what is derived from it stay
 
     def with_values(self, val) -> "CSR":
         """The same structure with other values (the structure's arrays are shared, not copied)."""
@@ -186,6 +188,16 @@ class CSR(GraphMethods):
     def invalidate(self):
         """Forget every device copy and derived array (call after changing shared arrays in place)."""
         self._reset()
+        self._derived = {}
+
+    def derived(self, key, build):
+        """A value derived from this matrix's structure by a layer above the core (the torch layer's
+        graph tensors, gnnsparse.quant's incidence matrix), built by build() on first use and kept
+        until invalidate(); copies made by with_values() share it (same structure)."""
+        hit = self._derived.get(key)
+        if hit is None:
+            hit = self._derived[key] = build()
+        return hit
 
     def _stamp(self):
         """Version counters of torch arrays (None for other kinds)."""
