@@ -9,8 +9,10 @@ copied to contiguous ones; outputs are new arrays of the inputs' framework and d
 
 Torch tensors: every call takes the path below (the checks, the CSR's cached view, the backend),
 `A @ x`, `A.reduce(x)` and `gs.spmm(A, x)` alike. When a backward node is needed (grad mode on and
-an input requires grad) or torch.compile is tracing, the same call is handed to the torch layer,
-whose torch.library op records the node and runs its forward through `launch_*` below.
+an input requires grad) or torch.compile is tracing, the call is handed to the torch layer, which
+checks it with the same function and whose torch.library op records the node and runs its forward
+through the same `launch_*` below. (The checks run after the inputs are made contiguous: their
+shapes are then the cheap ones of NumPy arrays; on the per-call path.)
 gnnsparse.torch registers itself here when imported (`register_torch_layer`); nothing in the
 core imports it, so a torch input that requires grad before it is imported raises an error
 naming it rather than dropping the graph.
@@ -47,7 +49,7 @@ class TorchLayer(Protocol):
 
 
 _torch_layer: Optional[TorchLayer] = None
-_is_compiling = None  # torch.compiler.is_compiling, looked up once
+_torch_api = None  # (torch.Tensor, torch.is_grad_enabled, torch.compiler.is_compiling) once torch is seen
 
 
 def register_torch_layer(layer: TorchLayer) -> None:
@@ -63,23 +65,28 @@ def torch_layer(what: str) -> TorchLayer:
     return _torch_layer
 
 
-def _torch_route(*xs) -> bool:
-    """Whether this call must go through the torch layer: a torch input while grad mode is on and
-    some input requires grad, or while torch.compile traces (fake tensors have no memory)."""
-    global _is_compiling
-    torch = sys.modules.get("torch")
-    if torch is None:
+def _torch_route(X, others) -> bool:
+    """Whether this call must go through the torch layer: X is a torch tensor, and grad mode is on
+    while X or one of `others` requires grad, or torch.compile traces (fake tensors have no memory).
+    On every call's path: torch's functions are looked up once."""
+    global _torch_api
+    api = _torch_api
+    if api is None:
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return False
+        compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or (lambda: False)
+        api = _torch_api = (torch.Tensor, torch.is_grad_enabled, compiling)
+    T, grad_enabled, compiling = api
+    if not isinstance(X, T):
         return False
-    T = torch.Tensor
-    if not isinstance(xs[0], T):
-        return False
-    if torch.is_grad_enabled():
-        for x in xs:
+    if grad_enabled():
+        if X.requires_grad:
+            return True
+        for x in others:
             if x is not None and isinstance(x, T) and x.requires_grad:
                 return True
-    if _is_compiling is None:
-        _is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or (lambda: False)
-    return _is_compiling()
+    return compiling()
 
 
 # ---------------------------------------------------------------- checks shared by every path
@@ -112,17 +119,25 @@ class SpmmCall(NamedTuple):
 
 
 def check_spmm(shape, x_shape, reduce, return_arg, precision="fp32") -> SpmmCall:
-    """SpMM of an M x K matrix and X of x_shape: codes and shapes, or the error naming the problem."""
-    red = check_reduce(reduce, return_arg)
-    prec = code(_PREC, "precision", precision)
+    """SpMM of an M x K matrix and X of x_shape: codes and shapes, or the error naming the problem.
+    (On every call's path: the common case takes dictionary lookups only.)"""
+    red = _REDUCE.get(reduce)
+    if red is None or (return_arg and reduce not in ARG_REDUCTIONS):
+        check_reduce(reduce, return_arg)  # raises
+    prec = _PREC.get(precision)
+    if prec is None:
+        code(_PREC, "precision", precision)  # raises
     M, K = shape
-    if len(x_shape) == 0 or x_shape[0] != K:
+    if not x_shape or x_shape[0] != K:
         raise ValueError(f"X has shape {tuple(x_shape)} but A is {M} x {K}: X needs {K} rows")
     tail = tuple(x_shape[1:])
-    C = 1
-    for s in tail:
-        C *= s
-    return SpmmCall(red, prec, M, K, C, tail)
+    if len(tail) == 1:
+        C = tail[0]
+    else:
+        C = 1
+        for s in tail:
+            C *= s
+    return tuple.__new__(SpmmCall, (red, prec, M, K, C, tail))
 
 
 class SddmmCall(NamedTuple):
@@ -245,22 +260,23 @@ def spmm(A: CSR, X, reduce: str = "sum", return_arg: bool = False, *, precision:
     kernels that use tensor cores trade accuracy for speed; the others compute in float32 or better.
     Torch inputs that require grad get a backward pass (gnnsparse.torch must be imported).
     """
-    check_csr(A)
-    c = check_spmm(A.shape, _arrays.shape_of(X), reduce, return_arg, precision)
-    if _torch_route(X, A.val):
+    if not isinstance(A, CSR):
+        check_csr(A)  # raises
+    if _torch_route(X, (A.val,)):
         return torch_layer("gnnsparse.spmm on a tensor that requires grad").spmm(A, X, reduce, return_arg,
                                                                                  precision=precision)
-    return launch_spmm(A, X, c, return_arg)
+    return launch_spmm(A, X, reduce, return_arg, precision)
 
 
-def launch_spmm(A: CSR, X, c: SpmmCall, return_arg: bool):
-    """The checked call (check_spmm) on X's backend: dtype, device, the CSR's view, the kernel."""
+def launch_spmm(A: CSR, X, reduce, return_arg, precision):
+    """The call on X's backend: dtype and device, check_spmm, the CSR's view, the kernel. The torch
+    layer's op runs its forward pass through here too."""
     b = backend_of(A, X)
     X0 = X
     X, dt = _dense(b, "X", X)
-    M, K, C, tail = c.M, c.K, c.C, c.tail
+    red, prec, M, K, C, tail = check_spmm(A.shape, X.shape, reduce, return_arg, precision)
     view = A._view(b, b.place(X), X, None if A.val is None else _val_dtype_for(dt))
-    Y, arg = b.spmm(view, shaped(X, (K, C)), M, C, _DTYPE[dt][0], c.reduce, return_arg, c.precision)
+    Y, arg = b.spmm(view, shaped(X, (K, C)), M, C, _DTYPE[dt][0], red, return_arg, prec)
     if len(tail) != 1:
         Y = Y.reshape((M,) + tail)
         arg = None if arg is None else arg.reshape((M,) + tail)
@@ -272,18 +288,19 @@ def launch_spmm(A: CSR, X, c: SpmmCall, return_arg: bool):
 def sddmm(A: CSR, X, Y, op: str = "dot", *, precision: str = "fp32"):
     """Per stored entry k = (i, j): 'dot' -> <X[i], Y[j]> over the feature axis (X (M, F) -> (nnz,),
     X (M, H, F) -> (nnz, H)); 'add' -> X[i] + Y[j] (X (M,) or (M, H), GAT logits). A's values are unused."""
-    check_csr(A)
-    c = check_sddmm(A.shape, _arrays.shape_of(X), _arrays.shape_of(Y), op, precision)
-    if _torch_route(X, Y):
+    if not isinstance(A, CSR):
+        check_csr(A)  # raises
+    if _torch_route(X, (Y,)):
         return torch_layer("gnnsparse.sddmm on a tensor that requires grad").sddmm(A, X, Y, op, precision=precision)
-    return launch_sddmm(A, X, Y, c)
+    return launch_sddmm(A, X, Y, op, precision)
 
 
-def launch_sddmm(A: CSR, X, Y, c: SddmmCall):
+def launch_sddmm(A: CSR, X, Y, op, precision):
     b = backend_of(A, X)
     X0 = X
     X, dt = _dense(b, "X", X)
     Y, _ = _dense(b, "Y", Y, dt)
+    c = check_sddmm(A.shape, X.shape, Y.shape, op, precision)
     place = b.place(X)
     same_place(b, place, Y=Y)
     view = A._view(b, place, X, None)
@@ -301,21 +318,21 @@ def fusedmm(A: CSR, X, Y, Z, op: str = "dot", edge: str = "none", slope: float =
     as in sddmm, Z (K, D) for one head or (K, H, D); Out is (M, D) or (M, H, D). return_edges=True also
     returns w, shaped like sddmm's output (what a backward pass needs).
     """
-    check_csr(A)
-    sh = _arrays.shape_of
-    c = check_fusedmm(A.shape, sh(X), sh(Y), sh(Z), op, edge, precision)
-    if _torch_route(X, Y, Z, A.val):
+    if not isinstance(A, CSR):
+        check_csr(A)  # raises
+    if _torch_route(X, (Y, Z, A.val)):
         return torch_layer("gnnsparse.fusedmm on a tensor that requires grad").fusedmm(
             A, X, Y, Z, op, edge, slope, return_edges, precision=precision)
-    return launch_fusedmm(A, X, Y, Z, c, slope, return_edges)
+    return launch_fusedmm(A, X, Y, Z, op, edge, slope, return_edges, precision)
 
 
-def launch_fusedmm(A: CSR, X, Y, Z, c: FusedCall, slope: float, return_edges: bool):
+def launch_fusedmm(A: CSR, X, Y, Z, op, edge, slope, return_edges, precision):
     b = backend_of(A, X)
     X0 = X
     X, dt = _dense(b, "X", X)
     Y, _ = _dense(b, "Y", Y, dt)
     Z, _ = _dense(b, "Z", Z, dt)
+    c = check_fusedmm(A.shape, X.shape, Y.shape, Z.shape, op, edge, precision)
     place = b.place(X)
     same_place(b, place, Y=Y, Z=Z)
     s = c.scores

@@ -50,19 +50,17 @@ def kernel_has_edge(edge: str) -> bool:
     return edge in _core.EDGE_FN
 
 
-# The ops' forward kernels: the frontend's launchers (gnnsparse._ops), after its one check.
+# The ops' forward kernels: the frontend's launchers (gnnsparse._ops), which run its one check.
 def _spmm(A, X, reduce="sum", return_arg=False, precision="fp32"):
-    c = _ops.check_spmm(A.shape, tuple(X.shape), reduce, return_arg, precision)
-    return _ops.launch_spmm(A, X, c, return_arg)
+    return _ops.launch_spmm(A, X, reduce, return_arg, precision)
 
 
 def _sddmm(A, X, Y, op, precision="fp32"):
-    return _ops.launch_sddmm(A, X, Y, _ops.check_sddmm(A.shape, tuple(X.shape), tuple(Y.shape), op, precision))
+    return _ops.launch_sddmm(A, X, Y, op, precision)
 
 
 def _fusedmm(A, X, Y, Z, op, edge, slope, return_edges=False, precision="fp32"):
-    c = _ops.check_fusedmm(A.shape, tuple(X.shape), tuple(Y.shape), tuple(Z.shape), op, edge, precision)
-    return _ops.launch_fusedmm(A, X, Y, Z, c, slope, return_edges)
+    return _ops.launch_fusedmm(A, X, Y, Z, op, edge, slope, return_edges, precision)
 
 
 # ---------------------------------------------------------------- CSR objects over tensors
