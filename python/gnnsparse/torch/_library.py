@@ -466,7 +466,7 @@ def set_fusedmm_backward(mode: str) -> None:
     64 M-edge graph with 4 heads, per layer); "recompute" runs the fused kernel once more without
     the aggregation (the scores and the edge function only: for GAT's op="add" two scalar loads
     per edge and head). On a GAT layer of ogbn-arxiv's size the two took the same time within the
-    noise on the CPU device; on an H200 (tools/train_h200.py, 2026-11-30) "save" was 3 % faster on
+    noise on the CPU device; on an H200 (bench/train_vs_pyg.py, 2026-11-30) "save" was 3 % faster on
     that layer and took 31 % more memory on a products-sized one, so the default keeps the memory.
     Edge functions that run unfused (no fused kernel) always keep their values."""
     if mode not in ("recompute", "save"):
