@@ -119,6 +119,10 @@ def test_torch_inputs_take_one_path():
                 f(t)
     with pytest.raises(ValueError, match="reduce must be one of sum, mean, max, min"):
         gst.spmm(A, x, "prod")
+    for t in (x, x.clone().requires_grad_()):  # precision= reaches the kernel on both paths
+        with pytest.raises(ValueError, match="precision must be one of"):
+            gs.spmm(A, t, precision="fp8")
+        assert torch.equal(gs.spmm(A, t, precision="tf32").detach(), outs[0])
 
 
 def test_package_init_hands_names_on():
