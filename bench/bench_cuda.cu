@@ -118,12 +118,7 @@ static Csr make_grid(int64_t M, int64_t K, double density, uint64_t seed) {
   CK(cudaMalloc(&deg, (M + 1) * sizeof(int)));
   grid_count<<<(M + 1 + 127) / 128, 128>>>(deg, M, K, thresh, seed);
   CK(cudaGetLastError());
-  size_t tb = 0;
-  cub::DeviceScan::ExclusiveSum(nullptr, tb, deg, A.rowptr, M + 1);
-  void* tmp;
-  CK(cudaMalloc(&tmp, tb));
-  cub::DeviceScan::ExclusiveSum(tmp, tb, deg, A.rowptr, M + 1);
-  CK(cudaFree(tmp));
+  degrees_to_rowptr(deg, A.rowptr, M + 1);
   CK(cudaFree(deg));
   int nnz;
   CK(cudaMemcpy(&nnz, A.rowptr + M, sizeof(int), cudaMemcpyDeviceToHost));

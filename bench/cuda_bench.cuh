@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 #include <cusparse.h>
+#include <cub/device/device_scan.cuh>
 
 #include <algorithm>
 #include <cstdint>
@@ -55,6 +56,16 @@ static float* drand(int64_t n, uint64_t seed) {
   rand_fill<<<static_cast<unsigned>((n + 255) / 256), 256>>>(p, n, seed);
   CK(cudaGetLastError());
   return p;
+}
+
+// rowptr[0..n) = exclusive prefix sum of deg[0..n) (n = rows + 1: the last entry is nnz).
+static void degrees_to_rowptr(const int* deg, int* rowptr, int64_t n) {
+  size_t tb = 0;
+  cub::DeviceScan::ExclusiveSum(nullptr, tb, deg, rowptr, n);
+  void* tmp;
+  CK(cudaMalloc(&tmp, tb));
+  cub::DeviceScan::ExclusiveSum(tmp, tb, deg, rowptr, n);
+  CK(cudaFree(tmp));
 }
 
 // ---- bitwise comparison ---------------------------------------------------------------------

@@ -111,13 +111,7 @@ static Csr make_matrix(int64_t M, int64_t K, double density, uint64_t seed) {
   const unsigned blocks = static_cast<unsigned>((M * 32 + 255) / 256);
   gen_rows<<<blocks, 256>>>(deg, nullptr, nullptr, M, K, thresh, seed, 0);
   CK(cudaGetLastError());
-  size_t tb = 0;
-  cub::DeviceScan::ExclusiveSum(nullptr, tb, deg, A.rowptr, M + 1);
-  void* tmp;
-  CK(cudaMalloc(&tmp, tb));
-  cub::DeviceScan::ExclusiveSum(tmp, tb, deg, A.rowptr, M + 1);
-  CK(cudaDeviceSynchronize());
-  cudaFree(tmp);
+  degrees_to_rowptr(deg, A.rowptr, M + 1);
   cudaFree(deg);
   A.h_rowptr.resize(M + 1);
   CK(cudaMemcpy(A.h_rowptr.data(), A.rowptr, (M + 1) * sizeof(int), cudaMemcpyDeviceToHost));
