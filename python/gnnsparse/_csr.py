@@ -193,11 +193,13 @@ class CSR(GraphMethods):
     def derived(self, key, build):
         """A value derived from this matrix's structure by a layer above the core (the torch layer's
         graph tensors, gnnsparse.quant's incidence matrix), built by build() on first use and kept
-        until invalidate(); copies made by with_values() share it (same structure)."""
+        until invalidate() or, for torch arrays, an in-place change of rowptr or col (their version
+        counters); copies made by with_values() share it (same structure)."""
+        stamp = (self._rowptr._version, self._col._version) if self._torch else None
         hit = self._derived.get(key)
-        if hit is None:
-            hit = self._derived[key] = build()
-        return hit
+        if hit is None or hit[0] != stamp:
+            hit = self._derived[key] = (stamp, build())
+        return hit[1]
 
     def _stamp(self):
         """Version counters of torch arrays (None for other kinds)."""
