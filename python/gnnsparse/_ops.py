@@ -9,7 +9,7 @@ copied to contiguous ones; outputs are new arrays of the inputs' framework and d
 
 Torch tensors: every call takes the path below (the checks, the CSR's cached view, the backend),
 `A @ x`, `A.reduce(x)` and `gs.spmm(A, x)` alike. When a backward node is needed (grad mode on and
-an input requires grad) or torch.compile is tracing, the call is handed to the torch layer, which
+an input requires grad), the call is handed to the torch layer, which
 checks it with the same function and whose torch.library op records the node and runs its forward
 through the same `launch_*` below. (The checks run after the inputs are made contiguous: their
 shapes are then the cheap ones of NumPy arrays; on the per-call path.)
@@ -49,7 +49,7 @@ class TorchLayer(Protocol):
 
 
 _torch_layer: Optional[TorchLayer] = None
-_torch_api = None  # (torch.Tensor, torch.is_grad_enabled, torch.compiler.is_compiling) once torch is seen
+_torch_api = None  # (torch.Tensor, torch.is_grad_enabled) once torch is seen
 
 
 def register_torch_layer(layer: TorchLayer) -> None:
@@ -66,27 +66,26 @@ def torch_layer(what: str) -> TorchLayer:
 
 
 def _torch_route(X, others) -> bool:
-    """Whether this call must go through the torch layer: X is a torch tensor, and grad mode is on
-    while X or one of `others` requires grad, or torch.compile traces (fake tensors have no memory).
-    On every call's path: torch's functions are looked up once."""
+    """Whether this call must go through the torch layer: X is a torch tensor, grad mode is on and X
+    or one of `others` requires grad. On every call's path: torch's functions are looked up once.
+    (Under torch.compile a CSR cannot be traced either way: gnnsparse.torch's ops on GraphTensors
+    can, and are what layers use.)"""
     global _torch_api
     api = _torch_api
     if api is None:
         torch = sys.modules.get("torch")
         if torch is None:
             return False
-        compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or (lambda: False)
-        api = _torch_api = (torch.Tensor, torch.is_grad_enabled, compiling)
-    T, grad_enabled, compiling = api
-    if not isinstance(X, T):
+        api = _torch_api = (torch.Tensor, torch.is_grad_enabled)
+    T, grad_enabled = api
+    if not isinstance(X, T) or not grad_enabled():
         return False
-    if grad_enabled():
-        if X.requires_grad:
+    if X.requires_grad:
+        return True
+    for x in others:
+        if x is not None and isinstance(x, T) and x.requires_grad:
             return True
-        for x in others:
-            if x is not None and isinstance(x, T) and x.requires_grad:
-                return True
-    return compiling()
+    return False
 
 
 # ---------------------------------------------------------------- checks shared by every path
