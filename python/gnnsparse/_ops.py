@@ -224,11 +224,18 @@ def _dense(b, name, x, expect=None):
     return b.prepare(x), dt
 
 
+def _elsewhere(x) -> str:
+    """Where an array of another backend lives, printable: a torch tensor's device, else its kind."""
+    return str(x.device) if _arrays.is_torch(x) else _arrays.kind(x)
+
+
 def same_place(b, place, what="dense inputs", **others):
     """Every array of `others` lives where X does (`place`, X's place under backend b)."""
     for name, x in others.items():
-        k = _arrays.kind(x)
-        p = b.place(x) if backend_for(x) is b else k
+        try:
+            p = b.place(x) if backend_for(x) is b else _elsewhere(x)
+        except BackendUnavailable:
+            p = _elsewhere(x)
         if p != place:
             why = place.explain(p) if hasattr(place, "explain") else ""
             raise ValueError(f"X is on {place} but {name} is on {p}{why}; all {what} must live on one device")

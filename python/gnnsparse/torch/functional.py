@@ -19,18 +19,25 @@ from .graph import GraphTensors, graph_tensors, self_loops
 __all__ = ["spmm", "sddmm", "fusedmm", "spmm_heads", "edge_softmax", "gcn_norm"]
 
 
-def _check_dense(name, x, expect=None):
-    """A torch tensor whose dtype the backend of its device runs (the frontend's check)."""
+def _check_dense(name, x, b=None, expect=None):
+    """A torch tensor whose dtype the backend (of its device, or b) runs: the frontend's check."""
     if not isinstance(x, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__} (gnnsparse.spmm takes other arrays)")
-    return _ops.dense_dtype(_ops.backend_for(x), name, x, expect)
+    return _ops.dense_dtype(b or _ops.backend_for(x), name, x, expect)
 
 
-def _same_device(x, **others):
-    for name, t in others.items():
-        if t.device != x.device:
-            raise ValueError(f"X is on {x.device} but {name} is on {t.device}; all dense inputs must live on one "
-                             "device")
+def _check_inputs(same_dtype=True, **named):
+    """The first tensor's dtype; the others on its device (and in its dtype): the frontend's checks."""
+    (n0, x0), *rest = named.items()
+    for name, t in rest:
+        if not isinstance(t, Tensor):
+            _check_dense(name, t)  # raises
+    b = _ops.backend_for(x0) if isinstance(x0, Tensor) else None
+    dt = _check_dense(n0, x0, b)
+    _ops.same_place(b, b.place(x0), **dict(rest))
+    for name, t in rest:
+        _check_dense(name, t, b, dt if same_dtype else None)
+    return dt
 
 
 def _values(g: GraphTensors, edge_weight: Optional[Tensor], val: Optional[Tensor]) -> Optional[Tensor]:
@@ -80,9 +87,7 @@ def sddmm(A, X: Tensor, Y: Tensor, op: str = "dot", *, precision: str = "fp32") 
     """Per stored entry k = (i, j): 'dot' -> <X[i], Y[j]> over the last axis ((M, F) -> (nnz,),
     (M, H, F) -> (nnz, H)); 'add' -> X[i] + Y[j] ((M,) -> (nnz,), (M, H) -> (nnz, H)). CSR order
     (A.edges_to_input_order for the caller's order). Differentiable in X and Y."""
-    dt = _check_dense("X", X)
-    _check_dense("Y", Y, dt)
-    _same_device(X, Y=Y)
+    _check_inputs(X=X, Y=Y)
     g = graph_tensors(A, X)
     s = _ops.check_sddmm(g.shape, X.shape, Y.shape, op, precision)
     X3, Y3 = _heads(X, Y, s)
@@ -99,10 +104,7 @@ def fusedmm(A, X: Tensor, Y: Tensor, Z: Tensor, op: str = "dot", edge: str = "no
     leaky_relu, then the row softmax). Z (K, D) for one head or (K, H, D); Out (M, D) / (M, H, D).
     return_edges also returns w (CSR order). save_edges: keep the edge function's values for the
     backward pass instead of recomputing them (default: set_fusedmm_backward)."""
-    dt = _check_dense("X", X)
-    _check_dense("Y", Y, dt)
-    _check_dense("Z", Z, dt)
-    _same_device(X, Y=Y, Z=Z)
+    _check_inputs(X=X, Y=Y, Z=Z)
     g = graph_tensors(A, X)
     c = _ops.check_fusedmm(g.shape, X.shape, Y.shape, Z.shape, op, edge, precision)
     X3, Y3 = _heads(X, Y, c.scores)
@@ -121,9 +123,7 @@ def fusedmm(A, X: Tensor, Y: Tensor, Z: Tensor, op: str = "dot", edge: str = "no
 def spmm_heads(A, W: Tensor, Z: Tensor) -> Tensor:
     """Out[i, h] = sum_k W[k, h] * Z[col k, h]: W (nnz, H) per-edge, per-head weights (CSR order),
     Z (K, H, D) -> (M, H, D). Differentiable in W and Z."""
-    _check_dense("Z", Z)
-    _check_dense("W", W)
-    _same_device(Z, W=W)
+    _check_inputs(same_dtype=False, Z=Z, W=W)
     g = graph_tensors(A, Z)
     M, K = g.shape
     if Z.dim() != 3 or Z.shape[0] != K:
