@@ -58,6 +58,7 @@
 
 #include <cuda_bf16.h>
 
+#include "cuda_bench.cuh"
 #include "gnnsparse/cuda.hpp"
 
 using gnnsparse::CsrView;
@@ -66,23 +67,6 @@ using gnnsparse::EdgeFn;
 using gnnsparse::IType;
 using gnnsparse::Reduce;
 using gnnsparse::SddmmOp;
-
-#define CK(x)                                                                                  \
-  do {                                                                                         \
-    cudaError_t e_ = (x);                                                                      \
-    if (e_ != cudaSuccess) {                                                                   \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));      \
-      exit(1);                                                                                 \
-    }                                                                                          \
-  } while (0)
-#define CS(x)                                                                                  \
-  do {                                                                                         \
-    cusparseStatus_t s_ = (x);                                                                 \
-    if (s_ != CUSPARSE_STATUS_SUCCESS) {                                                       \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cusparseGetErrorString(s_));  \
-      exit(1);                                                                                 \
-    }                                                                                          \
-  } while (0)
 
 static double g_copy_gbs = 0;  // device copy bandwidth (read + write), GB/s
 static int g_repeats = 2;      // runs of ours compared bitwise (first against each later one)
@@ -95,12 +79,6 @@ static bool wanted(const std::string& name, const std::string& op, int64_t N) {
 
 // ---- generation -----------------------------------------------------------------------------
 
-__host__ __device__ inline uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 __device__ inline bool keep(uint64_t seed, int64_t i, int64_t j, uint32_t thresh) {
   return static_cast<uint32_t>(mix(seed ^ (static_cast<uint64_t>(i) << 32 | j)) >> 32) < thresh;
 }
@@ -124,10 +102,6 @@ __global__ void rand_cols(int* col, int64_t nnz, int64_t K, uint64_t seed) {
   const int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (k < nnz) col[k] = static_cast<int>(mix(seed + k) % static_cast<uint64_t>(K));
 }
-__global__ void rand_fill(float* x, int64_t n, uint64_t seed) {
-  const int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (k < n) x[k] = static_cast<float>((mix(seed * 0x1234567ull + k) >> 40) * (1.0 / 16777216.0) * 2.0 - 1.0);
-}
 // max |a - b| and max |b| over n floats, as bit patterns of non-negative floats.
 __global__ void diff_kernel(const float* a, const float* b, int64_t n, unsigned* out) {
   float d = 0.f, m = 0.f;
@@ -141,27 +115,6 @@ __global__ void diff_kernel(const float* a, const float* b, int64_t n, unsigned*
   atomicMax(out, __float_as_uint(d));  // bench-only check; kernels never use atomics
   atomicMax(out + 1, __float_as_uint(m));
 }
-__global__ void bits_differ(const unsigned* a, const unsigned* b, int64_t n, unsigned* out) {
-  unsigned any = 0;
-  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n;
-       k += int64_t(gridDim.x) * blockDim.x)
-    any |= a[k] ^ b[k];
-  if (any) atomicOr(out, 1u);
-}
-
-struct Csr {
-  int64_t M = 0, K = 0, nnz = 0, maxdeg = 0;
-  int* rowptr = nullptr;
-  int* col = nullptr;
-  float* val = nullptr;
-  void free_all() {
-    cudaFree(rowptr);
-    cudaFree(col);
-    cudaFree(val);
-    rowptr = col = nullptr;
-    val = nullptr;
-  }
-};
 
 static int64_t max_degree(const Csr& A) {
   std::vector<int> rp(A.M + 1);
@@ -187,12 +140,7 @@ static Csr make_grid(int64_t M, int64_t K, double density, uint64_t seed) {
   CK(cudaMalloc(&deg, (M + 1) * sizeof(int)));
   grid_count<<<(M + 1 + 127) / 128, 128>>>(deg, M, K, thresh, seed);
   CK(cudaGetLastError());
-  size_t tb = 0;
-  cub::DeviceScan::ExclusiveSum(nullptr, tb, deg, A.rowptr, M + 1);
-  void* tmp;
-  CK(cudaMalloc(&tmp, tb));
-  cub::DeviceScan::ExclusiveSum(tmp, tb, deg, A.rowptr, M + 1);
-  CK(cudaFree(tmp));
+  degrees_to_rowptr(deg, A.rowptr, M + 1);
   CK(cudaFree(deg));
   int nnz;
   CK(cudaMemcpy(&nnz, A.rowptr + M, sizeof(int), cudaMemcpyDeviceToHost));
@@ -255,68 +203,8 @@ static Csr make_powerlaw(int64_t n, int64_t e, uint64_t seed) {
   return make_graph_from_degrees(d, n, seed);
 }
 
-// Every thread reads float4s of an L2-resident buffer, `passes` times over; one word out per thread
-// keeps the loads alive.
-__global__ void l2_read_kernel(const float4* __restrict__ p, int64_t n, int passes, float* out) {
-  float a = 0.f;
-  for (int r = 0; r < passes; ++r)
-    for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n;
-         k += int64_t(gridDim.x) * blockDim.x) {
-      const float4 v = __ldcg(p + k);
-      a += v.x + v.y + v.z + v.w;
-    }
-  out[blockIdx.x * blockDim.x + threadIdx.x] = a;
-}
-// ---- timing ---------------------------------------------------------------------------------
+// ---- checks and the copy bandwidth (timer, generator, cuSPARSE: cuda_bench.cuh) -------------
 
-struct Timer {
-  cudaEvent_t a, b;
-  void* flush = nullptr;   // written (memset) before every timed launch ...
-  void* flush2 = nullptr;  // ... then this one read, so the L2 holds no dirty lines when ours starts
-  float* sink = nullptr;
-  size_t flush_bytes = 128u << 20;
-  int reps = 50;
-  Timer() {
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    CK(cudaMalloc(&flush, flush_bytes));
-    CK(cudaMalloc(&flush2, flush_bytes));
-    CK(cudaMemset(flush2, 0, flush_bytes));
-    CK(cudaMalloc(&sink, 1024 * 256 * sizeof(float)));
-  }
-  void flush_l2(int r) {
-    CK(cudaMemsetAsync(flush, r & 0xff, flush_bytes));
-    l2_read_kernel<<<1024, 256>>>(static_cast<const float4*>(flush2), int64_t(flush_bytes / 16), 1, sink);
-    CK(cudaGetLastError());
-  }
-  double median_us(const std::function<void()>& f) {
-    for (int w = 0; w < 3; ++w) f();
-    CK(cudaDeviceSynchronize());
-    std::vector<float> t(reps);
-    for (int r = 0; r < reps; ++r) {
-      flush_l2(r);
-      CK(cudaEventRecord(a));
-      f();
-      CK(cudaEventRecord(b));
-      CK(cudaEventSynchronize(b));
-      CK(cudaEventElapsedTime(&t[r], a, b));
-    }
-    std::sort(t.begin(), t.end());
-    return 1000.0 * t[reps / 2];
-  }
-};
-
-static float* dalloc(int64_t n) {
-  float* p;
-  CK(cudaMalloc(&p, std::max<int64_t>(1, n) * sizeof(float)));
-  return p;
-}
-static float* drand(int64_t n, uint64_t seed) {
-  float* p = dalloc(n);
-  rand_fill<<<(n + 255) / 256, 256>>>(p, n, seed);
-  CK(cudaGetLastError());
-  return p;
-}
 static double rel_err(const float* a, const float* b, int64_t n) {
   unsigned* d;
   CK(cudaMalloc(&d, 2 * sizeof(unsigned)));
@@ -329,17 +217,6 @@ static double rel_err(const float* a, const float* b, int64_t n) {
   memcpy(&df, &h[0], 4);
   memcpy(&mf, &h[1], 4);
   return double(df) / std::max(1.0, double(mf));
-}
-static bool same_bits(const void* a, const void* b, int64_t bytes) {
-  unsigned* d;
-  CK(cudaMalloc(&d, sizeof(unsigned)));
-  CK(cudaMemset(d, 0, sizeof(unsigned)));
-  bits_differ<<<1024, 256>>>(static_cast<const unsigned*>(a), static_cast<const unsigned*>(b),
-                             bytes / 4, d);
-  unsigned h;
-  CK(cudaMemcpy(&h, d, sizeof(h), cudaMemcpyDeviceToHost));
-  CK(cudaFree(d));
-  return h == 0;
 }
 
 // About a second of copies before anything is timed: the GPU leaves its idle clocks (the first
@@ -451,139 +328,12 @@ static void report(const Row& r) {
   g_rows.push_back(r);
 }
 
-// ---- cuSPARSE -------------------------------------------------------------------------------
-
-struct CuSparse {
-  cusparseHandle_t h;
-  CuSparse() { CS(cusparseCreate(&h)); }
-};
-
-// Fastest of CSR ALG1/2/3 for Y = A X (fp32, row-major dense). Returns time, name; Y holds the
-// result of the fastest algorithm.
-static double cusparse_spmm(CuSparse& cs, Timer& tm, const Csr& A, const float* X, float* Y,
-                            int64_t N, std::string& name, bool& bitwise) {
-  cusparseSpMatDescr_t a;
-  cusparseDnMatDescr_t x, y;
-  CS(cusparseCreateCsr(&a, A.M, A.K, A.nnz, A.rowptr, A.col, A.val, CUSPARSE_INDEX_32I,
-                       CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F));
-  CS(cusparseCreateDnMat(&x, A.K, N, N, const_cast<float*>(X), CUDA_R_32F, CUSPARSE_ORDER_ROW));
-  CS(cusparseCreateDnMat(&y, A.M, N, N, Y, CUDA_R_32F, CUSPARSE_ORDER_ROW));
-  const float one = 1.f, zero = 0.f;
-  const cusparseSpMMAlg_t algs[] = {CUSPARSE_SPMM_CSR_ALG1, CUSPARSE_SPMM_CSR_ALG2,
-                                    CUSPARSE_SPMM_CSR_ALG3};
-  const char* names[] = {"CSR_ALG1", "CSR_ALG2", "CSR_ALG3"};
-  double best = -1;
-  int besti = -1;
-  for (int ai = 0; ai < 3; ++ai) {
-    size_t bytes = 0;
-    if (cusparseSpMM_bufferSize(cs.h, CUSPARSE_OPERATION_NON_TRANSPOSE,
-                                CUSPARSE_OPERATION_NON_TRANSPOSE, &one, a, x, &zero, y,
-                                CUDA_R_32F, algs[ai], &bytes) != CUSPARSE_STATUS_SUCCESS)
-      continue;
-    void* buf = nullptr;
-    CK(cudaMalloc(&buf, std::max<size_t>(bytes, 16)));
-    if (cusparseSpMM_preprocess(cs.h, CUSPARSE_OPERATION_NON_TRANSPOSE,
-                                CUSPARSE_OPERATION_NON_TRANSPOSE, &one, a, x, &zero, y,
-                                CUDA_R_32F, algs[ai], buf) != CUSPARSE_STATUS_SUCCESS) {
-      cudaFree(buf);
-      continue;
-    }
-    bool fine = true;
-    auto run = [&] {
-      if (cusparseSpMM(cs.h, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE,
-                       &one, a, x, &zero, y, CUDA_R_32F, algs[ai], buf) != CUSPARSE_STATUS_SUCCESS)
-        fine = false;
-    };
-    run();
-    CK(cudaDeviceSynchronize());
-    if (!fine) { cudaFree(buf); continue; }
-    const double t = tm.median_us(run);
-    if (best < 0 || t < best) { best = t; besti = ai; }
-    cudaFree(buf);
-  }
-  bitwise = true;
-  if (besti >= 0) {  // leave the fastest algorithm's result in Y, and check its repeatability
-    size_t bytes = 0;
-    CS(cusparseSpMM_bufferSize(cs.h, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE,
-                               &one, a, x, &zero, y, CUDA_R_32F, algs[besti], &bytes));
-    void* buf;
-    CK(cudaMalloc(&buf, std::max<size_t>(bytes, 16)));
-    CS(cusparseSpMM_preprocess(cs.h, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE,
-                               &one, a, x, &zero, y, CUDA_R_32F, algs[besti], buf));
-    float* y2 = dalloc(A.M * N);
-    cusparseDnMatDescr_t yd2;
-    CS(cusparseCreateDnMat(&yd2, A.M, N, N, y2, CUDA_R_32F, CUSPARSE_ORDER_ROW));
-    CS(cusparseSpMM(cs.h, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE, &one,
-                    a, x, &zero, yd2, CUDA_R_32F, algs[besti], buf));
-    CS(cusparseSpMM(cs.h, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE, &one,
-                    a, x, &zero, y, CUDA_R_32F, algs[besti], buf));
-    CK(cudaDeviceSynchronize());
-    bitwise = same_bits(Y, y2, A.M * N * 4);
-    CS(cusparseDestroyDnMat(yd2));
-    cudaFree(y2);
-    cudaFree(buf);
-    name = names[besti];
-  } else {
-    name = "none";
-  }
-  CS(cusparseDestroySpMat(a));
-  CS(cusparseDestroyDnMat(x));
-  CS(cusparseDestroyDnMat(y));
-  return best;
-}
-
-// E = (X Y^T) o spy(A), X: M x F, Y: K x F row-major. E gets A's sparsity (values array `E`).
-static double cusparse_sddmm(CuSparse& cs, Timer& tm, const Csr& A, const float* X,
-                             const float* Y, float* E, int64_t F, std::string& name) {
-  cusparseSpMatDescr_t c;
-  CS(cusparseCreateCsr(&c, A.M, A.K, A.nnz, A.rowptr, A.col, E, CUSPARSE_INDEX_32I,
-                       CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F));
-  cusparseDnMatDescr_t x, y;
-  CS(cusparseCreateDnMat(&x, A.M, F, F, const_cast<float*>(X), CUDA_R_32F, CUSPARSE_ORDER_ROW));
-  // Y (K x F row-major) is Y^T as an F x K column-major matrix with leading dimension F.
-  CS(cusparseCreateDnMat(&y, F, A.K, F, const_cast<float*>(Y), CUDA_R_32F, CUSPARSE_ORDER_COL));
-  const float one = 1.f, zero = 0.f;
-  size_t bytes = 0;
-  CS(cusparseSDDMM_bufferSize(cs.h, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE,
-                              &one, x, y, &zero, c, CUDA_R_32F, CUSPARSE_SDDMM_ALG_DEFAULT, &bytes));
-  void* buf;
-  CK(cudaMalloc(&buf, std::max<size_t>(bytes, 16)));
-  CS(cusparseSDDMM_preprocess(cs.h, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE,
-                              &one, x, y, &zero, c, CUDA_R_32F, CUSPARSE_SDDMM_ALG_DEFAULT, buf));
-  auto run = [&] {
-    CS(cusparseSDDMM(cs.h, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE, &one,
-                     x, y, &zero, c, CUDA_R_32F, CUSPARSE_SDDMM_ALG_DEFAULT, buf));
-  };
-  const double t = tm.median_us(run);
-  run();
-  CK(cudaDeviceSynchronize());
-  cudaFree(buf);
-  CS(cusparseDestroySpMat(c));
-  CS(cusparseDestroyDnMat(x));
-  CS(cusparseDestroyDnMat(y));
-  name = "SDDMM_DEF";
-  return t;
-}
-
 // ---- ours -----------------------------------------------------------------------------------
 
-// int32 indices; the longest row given, as the Python frontend gives it (it keeps it per CSR).
-static CsrView view(const Csr& A, const float* val) {
-  CsrView v;
-  v.itype = IType::i32;
-  v.rowptr = A.rowptr;
-  v.col = A.col;
-  v.val = val;
-  v.M = A.M;
-  v.K = A.K;
-  v.nnz = A.nnz;
-  v.max_degree = A.maxdeg;
-  return v;
-}
 static void our_spmm(const Csr& A, const float* val, Reduce reduce, const void* X, void* Y,
                      int64_t* arg, int64_t N, DType dt = DType::f32) {
   gnnsparse::SpmmArgs a;
-  a.A = view(A, val);
+  a.A = A.view(val);
   a.dtype = dt;
   a.reduce = reduce;
   a.X = X;
@@ -594,7 +344,7 @@ static void our_spmm(const Csr& A, const float* val, Reduce reduce, const void* 
 }
 static void our_sddmm_dot(const Csr& A, const float* X, const float* Y, float* E, int64_t F) {
   gnnsparse::SddmmArgs a;
-  a.A = view(A, nullptr);
+  a.A = A.view(nullptr);
   a.dtype = DType::f32;
   a.op = SddmmOp::dot;
   a.X = X;
@@ -608,7 +358,7 @@ static void our_sddmm_dot(const Csr& A, const float* X, const float* Y, float* E
 static void our_fused_dot(const Csr& A, EdgeFn edge, const float* X, const float* Y,
                           const float* Z, float* out, int64_t N) {
   gnnsparse::FusedArgs a;
-  a.A = view(A, nullptr);
+  a.A = A.view(nullptr);
   a.dtype = DType::f32;
   a.op = SddmmOp::dot;
   a.edge = edge;
@@ -685,7 +435,9 @@ static void bench_spmm(const std::string& suite, const std::string& name, CuSpar
     time_ours(tm, r, [&](void* y) { our_spmm(A, A.val, Reduce::sum, X, y, nullptr, N); }, Y,
               A.M * N * 4);
     if (with_ref) {
-      r.ref_us = cusparse_spmm(cs, tm, A, X, Yr, N, r.ref_name, r.bitwise_ref);
+      int alg = -1;
+      r.ref_us = cusparse_spmm(cs, tm, A, X, Yr, N, &alg, &r.bitwise_ref);
+      r.ref_name = alg >= 0 ? kCusparseSpmmAlg[alg] : "none";
       r.err = rel_err(Y, Yr, A.M * N);
       r.ok = r.err < 1e-4;
     }
@@ -765,7 +517,8 @@ static void bench_sddmm(const std::string& suite, const std::string& name, CuSpa
   Row r{suite, name, "sddmm", A.M, A.K, F, A.nnz, 0, 0, "-", 0, 0, 0, true, true, true};
   time_ours(tm, r, [&](void* e) { our_sddmm_dot(A, X, Yd, static_cast<float*>(e), F); }, E, A.nnz * 4);
   if (with_ref) {
-    r.ref_us = cusparse_sddmm(cs, tm, A, X, Yd, Er, F, r.ref_name);
+    r.ref_us = cusparse_sddmm(cs, tm, A, X, Yd, Er, F);
+    r.ref_name = "SDDMM_DEF";
     r.err = rel_err(E, Er, A.nnz);
     r.ok = r.err < 1e-4;
   }

@@ -7,7 +7,7 @@
 # with
 #   icpx -fsycl -fsycl-targets=spir64_gen -Xs "-device pvc" -shared -fPIC -O3
 # into libgnnsparse_esimd_pvc.so (every instance of sycl/esimd_policy.hpp, see
-# tools/aot/icpx_esimd_image.cpp),
+# cmake/aot/icpx_esimd_image.cpp),
 # installed next to the _sycl module. It exports
 #   extern "C" bool gnnsparse_esimd_aot_kernel(const char *name, const sycl::context &,
 #                                               const sycl::device &, sycl::kernel *out);
@@ -31,7 +31,7 @@ set(GNNSPARSE_AOT_EXTRA_FLAGS "" CACHE STRING "extra icpx flags for the ahead-of
 
 file(GLOB _gs_esimd_headers CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/sycl/kernels/esimd/*.hpp
      ${PROJECT_SOURCE_DIR}/sycl/esimd_policy.hpp ${PROJECT_SOURCE_DIR}/sycl/instances.hpp)
-set(_gs_aot_src ${PROJECT_SOURCE_DIR}/tools/aot/icpx_esimd_image.cpp)
+set(_gs_aot_src ${PROJECT_SOURCE_DIR}/cmake/aot/icpx_esimd_image.cpp)
 set(_gs_aot_lib ${CMAKE_CURRENT_BINARY_DIR}/libgnnsparse_esimd_pvc.so)
 add_custom_command(
   OUTPUT ${_gs_aot_lib}

@@ -50,14 +50,14 @@ target_link_libraries(_sycl PRIVATE gnnsparse_sycl pybind11::headers)
 set_target_properties(_sycl PROPERTIES INSTALL_RPATH "$ORIGIN/../../..;${SYCL_PREFIX}/lib" BUILD_WITH_INSTALL_RPATH ON)
 install(TARGETS _sycl DESTINATION gnnsparse)
 
-# Build-time SPIR-V of every kernel instance the dispatchers can pick (tools/aot/gnnsparse_aot.cpp),
+# Build-time SPIR-V of every kernel instance the dispatchers can pick (cmake/aot/gnnsparse_aot.cpp),
 # installed as gnnsparse/kernels/*.gnnspv beside the module: a new process loads them without the
 # C++ front end. GNNSPARSE_SYCL_SPIRV: AUTO (ship what the compiler can build here; without an
 # OpenCL device the packs are empty and kernels compile from source at run time), ON (fail the
 # build instead), OFF (ship none).
 set(GNNSPARSE_SYCL_SPIRV "AUTO" CACHE STRING "Compile the SYCL kernels to SPIR-V at build time: AUTO, ON, OFF")
 if(NOT GNNSPARSE_SYCL_SPIRV STREQUAL "OFF")
-  add_executable(gnnsparse_aot ${PROJECT_SOURCE_DIR}/tools/aot/gnnsparse_aot.cpp)
+  add_executable(gnnsparse_aot ${PROJECT_SOURCE_DIR}/cmake/aot/gnnsparse_aot.cpp)
   target_link_libraries(gnnsparse_aot PRIVATE gnnsparse_sycl ${CMAKE_DL_LIBS})
   set_target_properties(gnnsparse_aot PROPERTIES BUILD_RPATH "${SYCL_PREFIX}/lib")
   set(_gs_env "")
@@ -73,7 +73,7 @@ if(NOT GNNSPARSE_SYCL_SPIRV STREQUAL "OFF")
   file(MAKE_DIRECTORY ${_gs_kdir})
   # GNNSPARSE_SYCL_PVC=ON: the Intel GPU kernels too -- SPIR-V of every ESIMD instance (about 1 min
   # of CPU: the ESIMD lowering is slow; 22 MB) and ocloc -device pvc binaries of every instance
-  # (tools/aot/pvc_binaries.sh; about 0.4 s of CPU per instance), installed as
+  # (cmake/aot/pvc_binaries.sh; about 0.4 s of CPU per instance), installed as
   # gnnsparse/kernels/pvc.gnnbin and loaded on Level Zero pvc devices. Off by default: only Intel
   # GPUs use them, and without them those compile ESIMD kernels at run time (and cache them).
   option(GNNSPARSE_SYCL_PVC "Ship ESIMD SPIR-V and ocloc-built pvc binaries (needs ocloc)" OFF)
@@ -94,7 +94,7 @@ if(NOT GNNSPARSE_SYCL_SPIRV STREQUAL "OFF")
       # of the host runtime (the tool is built first through gnnsparse_spirv's dependency)
       DEPENDS ${_gs_kernel_headers} ${PROJECT_SOURCE_DIR}/include/gnnsparse/ops.hpp ${PROJECT_SOURCE_DIR}/sycl/instances.hpp
               ${PROJECT_SOURCE_DIR}/sycl/policy.hpp ${PROJECT_SOURCE_DIR}/sycl/esimd_policy.hpp
-              ${PROJECT_SOURCE_DIR}/tools/aot/gnnsparse_aot.cpp
+              ${PROJECT_SOURCE_DIR}/cmake/aot/gnnsparse_aot.cpp
       COMMENT "gnnsparse: SPIR-V of every instance of ${_group}"
       VERBATIM)
     list(APPEND _gs_packs ${_gs_kdir}/${_name}.gnnspv)
@@ -107,9 +107,9 @@ if(NOT GNNSPARSE_SYCL_SPIRV STREQUAL "OFF")
     find_program(GNNSPARSE_OCLOC ocloc REQUIRED)
     add_custom_command(
       OUTPUT ${_gs_kdir}/pvc.gnnbin
-      COMMAND bash ${PROJECT_SOURCE_DIR}/tools/aot/pvc_binaries.sh -j 2 --allow-failures ${_gs_kdir}/pvc.gnnbin
+      COMMAND bash ${PROJECT_SOURCE_DIR}/cmake/aot/pvc_binaries.sh -j 2 --allow-failures ${_gs_kdir}/pvc.gnnbin
               ${_gs_packs}
-      DEPENDS ${_gs_packs} ${PROJECT_SOURCE_DIR}/tools/aot/pvc_binaries.sh ${PROJECT_SOURCE_DIR}/tools/aot/pack.py
+      DEPENDS ${_gs_packs} ${PROJECT_SOURCE_DIR}/cmake/aot/pvc_binaries.sh ${PROJECT_SOURCE_DIR}/cmake/aot/pack.py
       COMMENT "gnnsparse: ocloc -device pvc binaries of every shipped instance"
       VERBATIM)
     add_custom_target(gnnsparse_pvc ALL DEPENDS ${_gs_kdir}/pvc.gnnbin)

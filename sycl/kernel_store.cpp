@@ -473,7 +473,7 @@ class SpirvPacks {
 };
 
 // ------------------------------------------------------------------- shipped device binaries
-// <kernel_dir>/<arch>.gnnbin: native binaries for one device architecture (tools/aot/pvc_binaries.sh),
+// <kernel_dir>/<arch>.gnnbin: native binaries for one device architecture (cmake/aot/pvc_binaries.sh),
 // the pack format with magic "GNNBIN01". Used on Level Zero devices of that architecture only.
 class NativePacks {
  public:

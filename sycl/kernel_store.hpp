@@ -78,7 +78,7 @@ std::string native_binary_check(const std::string &arch, std::uint64_t key);
 // FNV-1a 64 (hash of cache keys and payload checksums).
 std::uint64_t fnv1a(const void *data, std::size_t n, std::uint64_t h = 1469598103934665603ull);
 
-// The shipped-SPIR-V pack format (written by tools/aot/gnnsparse_aot.cpp, read here):
+// The shipped-SPIR-V pack format (written by cmake/aot/gnnsparse_aot.cpp, read here):
 //   "GNNSPV01" | u64 source_hash | u32 count | count x Record | strings and blobs
 struct PackRecord {
   std::uint64_t key;           // Instance key

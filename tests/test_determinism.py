@@ -1,6 +1,6 @@
 """Determinism: repeated calls give bitwise identical outputs, every op, each backend present.
 
-CI runs a few repeats of tools/determinism_check.py's quick case list; the tool itself runs every
+CI runs a few repeats of tests/drivers/determinism_check.py's quick case list; the tool itself runs every
 case 100 times (docs/reliability.md records its figures).
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 from _reliability import backend_params, require
 
-_TOOL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "determinism_check.py")
+_TOOL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "drivers", "determinism_check.py")
 REPEATS = int(os.environ.get("GNNSPARSE_DETERMINISM_REPEATS", "4"))
 
 

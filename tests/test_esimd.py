@@ -2,13 +2,13 @@
 
 1. Compile check: every kernel instance the launchers (sycl/esimd.cpp) can pick passes the SYCL
    kernel_compiler's front end and ESIMD lowering/checks (to SPIR-V, no link, no run), through
-   gnnsparse._sycl.compile_only -- or, when the module is older than the sources, tools/aot/rtc_check.cpp.
+   gnnsparse._sycl.compile_only -- or, when the module is older than the sources, tests/drivers/rtc_check.cpp.
 2. Host shim: the kernel bodies, compiled by g++ against tests/esimd_shim/esimd_shim.hpp, run on the
    CPU for every NT, VLC and feature tile N, both index types, every remainder path (rows of 0, 1,
    VLC +- 1, ... nonzeros; feature widths equal to, below and above the tile), and are compared with
    gnnsparse.reference. The shim also checks that every access stays inside its array, respects
    the message's alignment, and that every output element is written exactly once.
-3. AOT: tools/aot/esimd_aot.sh feeds the ESIMD SPIR-V to `ocloc -device pvc` (skipped without ocloc).
+3. AOT: tests/drivers/esimd_aot.sh feeds the ESIMD SPIR-V to `ocloc -device pvc` (skipped without ocloc).
 Nothing here runs on a Max 1550.
 """
 from __future__ import annotations
@@ -34,7 +34,7 @@ KERNELS = ROOT / "sycl" / "kernels"
 HOST = ROOT / "sycl"  # host-only headers: esimd_policy.hpp, instances.hpp
 INCLUDE = ROOT / "include"  # gnnsparse/ops.hpp, the code tables
 SHIM = ROOT / "tests" / "esimd_shim"
-TOOLS = ROOT / "tools" / "aot"
+DRIVERS = ROOT / "tests" / "drivers"
 ENTRIES = ["esimd/sddmm.hpp", "esimd/spmm.hpp", "esimd/fusedmm.hpp"]
 
 NT_ALL = [1, 2, 4, 8, 16]
@@ -367,11 +367,11 @@ def compile_only():
     prefix, cxx = _sycl_prefix(), _cxx()
     if prefix is None or cxx is None:
         pytest.skip("neither gnnsparse._sycl.compile_only nor the SYCL headers + a C++ compiler are available")
-    exe = _cache_dir() / f"rtc_check_{hashlib.sha256((TOOLS / 'rtc_check.cpp').read_bytes()).hexdigest()[:12]}"
+    exe = _cache_dir() / f"rtc_check_{hashlib.sha256((DRIVERS / 'rtc_check.cpp').read_bytes()).hexdigest()[:12]}"
     if not exe.exists():
         tmp = exe.with_suffix(".tmp")
         subprocess.run([cxx, "-std=c++17", "-O1", "-DSYCL_DISABLE_FSYCL_SYCLHPP_WARNING", "-isystem",
-                        str(prefix / "include"), str(TOOLS / "rtc_check.cpp"), "-o", str(tmp), f"-L{prefix / 'lib'}",
+                        str(prefix / "include"), str(DRIVERS / "rtc_check.cpp"), "-o", str(tmp), f"-L{prefix / 'lib'}",
                         "-lsycl", f"-Wl,-rpath,{prefix / 'lib'}"], check=True)
         os.replace(tmp, exe)
     env = dict(os.environ)
@@ -405,10 +405,10 @@ def test_compile_check_rejects_bad_instance(compile_only):
 # ---------------------------------------------------------------------------------------------
 @pytest.mark.skipif(shutil.which("ocloc") is None, reason="ocloc not installed (apt-get install intel-opencl-icd)")
 def test_ocloc_pvc_smoke(tmp_path):
-    """tools/aot/esimd_aot.sh --smoke: the ESIMD SPIR-V through `ocloc -device pvc` (pvc machine code)."""
+    """tests/drivers/esimd_aot.sh --smoke: the ESIMD SPIR-V through `ocloc -device pvc` (pvc machine code)."""
     if _sycl_prefix() is None:
         pytest.skip("SYCL headers/runtime not in this environment")
-    r = subprocess.run(["bash", str(TOOLS / "esimd_aot.sh"), "--smoke", "--out", str(tmp_path)],
+    r = subprocess.run(["bash", str(DRIVERS / "esimd_aot.sh"), "--smoke", "--out", str(tmp_path)],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     # every SDDMM and SpMM instance, one module per op; FusedMM results are reported (WARN) but not

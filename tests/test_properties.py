@@ -7,7 +7,7 @@ Profiles (GNNSPARSE_HYPOTHESIS_PROFILE, default "ci"):
   long - random, >= 1,000 examples per test and every SYCL kernel instance (each costs ~1 s of
          run-time compilation the first time in a process): tens of minutes.
   gpu  - random, 300 examples per test: for a GPU machine, where kernels are compiled ahead of time
-         (tools/reliability_gpu.sh runs it with a fixed --hypothesis-seed).
+         (tests/gpu/reliability.sh runs it with a fixed --hypothesis-seed).
 
 What is drawn: shapes from 0 up (M != K, empty rows, one hub row longer than the CUDA hub segment,
 unsorted rows, duplicates, self loops), int32/int64 indices, every dtype the backend takes, odd

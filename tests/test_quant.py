@@ -473,7 +473,7 @@ def test_torch_cpu_tensors(rng):
 
 
 def test_bench_dry_run():
-    """tools/quant_bench.py --cpu: every code path and check of the GPU bench on the CPU."""
+    """bench/quant_ops.py --cpu: every code path and check of the GPU bench on the CPU."""
     sycl_or_skip()
     if torch is None:
         pytest.skip("torch not installed")
@@ -481,7 +481,7 @@ def test_bench_dry_run():
     import sys
     from pathlib import Path
 
-    script = Path(__file__).resolve().parents[1] / "tools" / "quant_bench.py"
+    script = Path(__file__).resolve().parents[1] / "bench" / "quant_ops.py"
     r = subprocess.run([sys.executable, str(script), "--cpu"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "FAILED" not in r.stdout and "int8 spmm incl. quantization" in r.stdout

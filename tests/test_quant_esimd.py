@@ -8,7 +8,7 @@ Intel GPU, as tests/test_esimd.py does for the other ESIMD kernels.
    and no access leaves its array. Shapes cover full 64-float blocks, the last thread's scalar
    remainder, and threads past the useful ones.
 2. Compile check: every instance the launcher can pick through the SYCL kernel_compiler's front
-   end and ESIMD lowering (gnnsparse._sycl.compile_only, or tools/aot/rtc_check.cpp).
+   end and ESIMD lowering (gnnsparse._sycl.compile_only, or tests/drivers/rtc_check.cpp).
 3. AOT: the instances' SPIR-V through `ocloc -device pvc -vc-codegen` (skipped without ocloc).
 Nothing here runs on a Max 1550.
 """
@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ROOT / "sycl" / "kernels"
 INCLUDE = ROOT / "include"
 SHIM = ROOT / "tests" / "esimd_shim"
-TOOLS = ROOT / "tools" / "aot"
+DRIVERS = ROOT / "tests" / "drivers"
 ENTRY = "esimd/quantize.hpp"
 NAMES = ["gnnsparse::esimd::quant_absmax<0>"] + [
     f"gnnsparse::esimd::quantize<{b}, {s}, 16>" for b in (8, 4) for s in ("true", "false")]
@@ -135,11 +135,11 @@ def _sycl_prefix():
 
 @pytest.fixture(scope="module")
 def rtc_check():
-    """Path of tools/aot/rtc_check built against this environment's SYCL runtime."""
+    """Path of tests/drivers/rtc_check built against this environment's SYCL runtime."""
     prefix, cxx = _sycl_prefix(), _cxx()
     if prefix is None or cxx is None:
         pytest.skip("no SYCL headers / runtime or no C++ compiler")
-    src = TOOLS / "rtc_check.cpp"
+    src = DRIVERS / "rtc_check.cpp"
     exe = _cache_dir() / f"rtc_check_{hashlib.sha256(src.read_bytes()).hexdigest()[:12]}"
     if not exe.exists():
         tmp = exe.with_suffix(f".{os.getpid()}.tmp")

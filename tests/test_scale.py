@@ -1,5 +1,5 @@
 """int32 indices where an index times a width passes 2^31: the kernels must form such offsets in 64
-bits (or refuse clearly). CPU (SYCL) tests; the GPU side and nnz > 2^31 are tools/scale_check.py.
+bits (or refuse clearly). CPU (SYCL) tests; the GPU side and nnz > 2^31 are tests/gpu/scale_check.py.
 
 The large feature arrays are np.zeros: the OS maps their pages lazily, so an 8 GiB X costs only the
 rows the graph touches. Checks where the *output* passes 2^31 elements write all of it (8.6 GB) and

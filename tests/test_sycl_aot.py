@@ -241,7 +241,7 @@ print(json.dumps({"msg": msg, "record": fake.fake_record().decode()}))
 
 
 def test_pvc_binaries_and_their_loader_on_a_stand_in_level_zero(tmp_path):
-    """tools/aot/pvc_binaries.sh builds pvc binaries (ocloc) for a few instances; the runtime's
+    """cmake/aot/pvc_binaries.sh builds pvc binaries (ocloc) for a few instances; the runtime's
     Level Zero loader finds an instance's binary in the pack and hands it to zeModuleCreate as a
     native module and asks zeKernelCreate for its kernel (a stand-in loader records the calls:
     nothing runs on a GPU here)."""
@@ -254,10 +254,10 @@ def test_pvc_binaries_and_their_loader_on_a_stand_in_level_zero(tmp_path):
     kdir = tmp_path / "kernels"
     kdir.mkdir()
     root = Path(__file__).resolve().parents[1]
-    r = subprocess.run(["bash", str(root / "tools/aot/pvc_binaries.sh"), "--limit", "2", str(kdir / "pvc.gnnbin"),
+    r = subprocess.run(["bash", str(root / "cmake/aot/pvc_binaries.sh"), "--limit", "2", str(kdir / "pvc.gnnbin"),
                         str(pack)], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and "2 of 2 instances built for pvc" in r.stdout, r.stdout + r.stderr
-    sys.path.insert(0, str(root / "tools/aot"))
+    sys.path.insert(0, str(root / "cmake/aot"))
     import pack as packfmt
 
     magic, _, items = packfmt.read(kdir / "pvc.gnnbin")
@@ -282,7 +282,7 @@ def test_build_without_a_device_ships_empty_packs_quietly(cache, tmp_path):
     """A package built where no OpenCL device could drive the compiler ships empty packs
     (gnnsparse_aot says so at build time); at run time kernels then compile from source, with no
     warning."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools/aot"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cmake/aot"))
     import pack as packfmt
 
     kdir = tmp_path / "kernels"

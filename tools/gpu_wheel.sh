@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the CUDA-only wheel (sm_90, bench executables) for the GPU machine's Python on this machine,
-# into .whl/, so that tools/h200.sh installs it there instead of compiling (needs nvcc here).
+# into .whl/, so that tools/gpu_run.sh installs it there instead of compiling (needs nvcc here).
 #   bash tools/gpu_wheel.sh [path of the GPU machine's Python version here, default python3.12]
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)

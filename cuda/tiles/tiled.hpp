@@ -80,7 +80,7 @@ bool tiled_fusedmm(const FusedArgs& a, const TileCache* cache, cudaStream_t stre
 // ~ M*K (every dense entry is touched) and the sparse kernels ~ nnz * width, so the rule is a
 // crossover density per (op, width, precision): tiles when nnz / (M K) >= the crossover and the
 // matrix is not tiny (K >= kTileMinK). Graphs (density ~1e-5) always stay sparse. The crossover
-// table lives in tiled_policy.cpp and is set from the density sweep of tools/grid (H200).
+// table lives in tiled_policy.cpp and is set from the density sweep of bench/grid (H200).
 enum class TileOp { spmm, sddmm, fusedmm };
 double tile_crossover_density(TileOp op, std::int64_t width, Precision precision);
 bool prefer_tiles(TileOp op, std::int64_t M, std::int64_t K, std::int64_t nnz, std::int64_t width,

@@ -4,8 +4,8 @@
 // the sparse kernels touch every stored entry (time ~ nnz / R_sparse(width)). Tiles win above the
 // crossover density R_sparse-per-entry / R_tile-per-entry, one number per (op, width, precision).
 // The table holds the crossover at widths 32 and 128 (interpolated in log2(width) between them,
-// held constant outside); its values come from the density sweep of tools/grid on an H200
-// (tools/grid/run.sh prints the measured crossovers in this table's format).
+// held constant outside); its values come from the density sweep of bench/grid on an H200
+// (bench/grid/run.sh prints the measured crossovers in this table's format).
 #include <algorithm>
 #include <cmath>
 

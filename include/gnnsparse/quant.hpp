@@ -59,8 +59,11 @@
 
 namespace gnnsparse {
 
-// Rounding codes (cross the Python boundary).
-enum class Rounding : int { nearest = 0, stochastic = 1 };
+// Rounding codes (cross the Python boundary: gnnsparse._core.ROUNDING is this table).
+#define GNNSPARSE_ROUNDING_TABLE(X) X(nearest, 0) X(stochastic, 1)
+#define GNNSPARSE_ROUNDING_ENUMERATOR_(name, code) name = code,
+enum class Rounding : int { GNNSPARSE_ROUNDING_TABLE(GNNSPARSE_ROUNDING_ENUMERATOR_) };
+#undef GNNSPARSE_ROUNDING_ENUMERATOR_
 
 // Scratch floats `work` must hold for one quantize call (per-block absmax partials).
 inline constexpr std::int64_t kQuantizeWork = 1024;

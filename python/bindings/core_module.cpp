@@ -1,5 +1,5 @@
 // _core: what every backend module shares, built whatever backends are on.
-//   - the code tables of gnnsparse/ops.hpp as dicts (name -> code), so Python spells no code itself;
+//   - the code tables of gnnsparse/ops.hpp (and quant.hpp's rounding) as dicts (name -> code), so Python spells no code itself;
 //   - CsrView, the device-side description of a CSR that the backend modules' op functions take
 //     (built once per graph, device and value dtype by gnnsparse.CSR and kept).
 #include <pybind11/pybind11.h>
@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "gnnsparse/args.hpp"
+#include "gnnsparse/quant.hpp"
 
 namespace py = pybind11;
 namespace gs = gnnsparse;
@@ -25,6 +26,7 @@ PYBIND11_MODULE(_core, m) {
   GS_TABLE_("SDDMM_OP", GNNSPARSE_SDDMM_OP_TABLE)
   GS_TABLE_("EDGE_FN", GNNSPARSE_EDGE_FN_TABLE)
   GS_TABLE_("PRECISION", GNNSPARSE_PRECISION_TABLE)
+  GS_TABLE_("ROUNDING", GNNSPARSE_ROUNDING_TABLE)  // gnnsparse/quant.hpp
 #undef GS_ROW_
   // dtypes by the name NumPy and torch give them ("float32" -> code, bytes)
 #define GS_ROW_(name, code, np_name, bytes) d[#np_name] = py::make_tuple(code, bytes);

@@ -88,3 +88,32 @@ def to_numpy(x) -> np.ndarray:
 
         return dpnp.asnumpy(dpnp.asarray(x))
     return np.asarray(x)
+
+
+def torch_from_numpy(a: np.ndarray):
+    """A torch CPU tensor over a NumPy array without copying it, read-only arrays included (a CSR's
+    host arrays are read-only; such tensors are only read)."""
+    import warnings
+
+    import torch
+
+    a = np.ascontiguousarray(a)
+    if a.flags.writeable:
+        return torch.from_numpy(a)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "the given NumPy array is not writable"
+        return torch.from_numpy(a)
+
+
+def to_torch(a, device):
+    """Any supported array as a torch tensor on `device` (zero copy where the memory allows it)."""
+    import torch
+
+    if isinstance(a, torch.Tensor):
+        return a.to(device)
+    k = kind(a)
+    if k == "numpy":
+        return torch_from_numpy(np.asarray(a)).to(device)
+    if k == "cuda":
+        return torch.as_tensor(a, device=device)
+    return torch_from_numpy(to_numpy(a)).to(device)

@@ -141,10 +141,12 @@ class CSR(GraphMethods):
         self.nnz = int(nnz)
         self._torch = _arrays.is_torch(self._rowptr)
         self._reset()
+        self._derived: dict = {}
         if validate:
             self.validate()
 
     def _reset(self):
+        """Forget what depends on the values: device views and the transpose (which copies them)."""
         self._views: dict = {}
         self._transpose = None
         self._transpose_stamp = None
@@ -179,7 +181,7 @@ class CSR(GraphMethods):
             if self.kind == "numpy":
                 new = _readonly(np.array(_arrays.to_numpy(new)))
         self._val = new
-        self.invalidate()
+        self._reset()  # the structure and what is derived from it stay
 
     def with_values(self, val) -> "CSR":
         """The same structure with other values (the structure's arrays are shared, not copied)."""
@@ -193,6 +195,18 @@ class CSR(GraphMethods):
     def invalidate(self):
         """Forget every device copy and derived array (call after changing shared arrays in place)."""
         self._reset()
+        self._derived = {}
+
+    def derived(self, key, build):
+        """A value derived from this matrix's structure by a layer above the core (the torch layer's
+        graph tensors, gnnsparse.quant's incidence matrix), built by build() on first use and kept
+        until invalidate() or, for torch arrays, an in-place change of rowptr or col (their version
+        counters); copies made by with_values() share it (same structure)."""
+        stamp = (self._rowptr._version, self._col._version) if self._torch else None
+        hit = self._derived.get(key)
+        if hit is None or hit[0] != stamp:
+            hit = self._derived[key] = (stamp, build())
+        return hit[1]
 
     def _stamp(self):
         """Version counters of torch arrays (None for other kinds)."""

@@ -15,8 +15,9 @@ x[src] arriving at each dst, as PyG's `propagate` with flow="source_to_target" d
 as matrices (scipy, torch sparse, torch_sparse.SparseTensor) are taken as they are: (A @ x)[i] =
 sum_j S[i, j] x[j] (PyG's `adj_t`).
 
-Torch tensors take the autograd-aware path (gnnsparse.torch); NumPy, CuPy and USM arrays the plain
-ops. Nothing here imports torch unless a torch object is passed in.
+The products are the public ops (gnnsparse._ops): a torch input that requires grad gets its
+backward pass there, through gnnsparse.torch. Nothing here imports torch unless a torch object is
+passed in, nor gnnsparse.torch at all.
 """
 from __future__ import annotations
 
@@ -156,10 +157,7 @@ def edges_to_input_order(A, E):
     if _is_torch(E):
         import torch
 
-        from .torch.graph import host_tensor
-
-        p = perm if _is_torch(perm) else host_tensor(np.asarray(perm))
-        p = p.to(E.device)
+        p = _arrays.to_torch(perm, E.device)
         inv = torch.empty_like(p)
         inv[p] = torch.arange(p.numel(), device=p.device, dtype=p.dtype)
         return E[inv]  # a gather (its backward scatters into distinct slots: deterministic)
@@ -174,10 +172,7 @@ def edges_from_input_order(A, w):
     if _is_torch(w):
         import torch
 
-        from .torch.graph import host_tensor
-
-        p = perm if _is_torch(perm) else host_tensor(np.asarray(perm))
-        return w[p.to(w.device)]
+        return w[_arrays.to_torch(perm, w.device)]
     return np.asarray(w)[np.asarray(_arrays.to_numpy(perm))]
 
 
@@ -190,13 +185,12 @@ def to_dense(A, like=None):
     if want_torch:
         import torch
 
-        from .torch.graph import graph_tensors
-
-        g = graph_tensors(A, like if like is not None else (A.rowptr if _is_torch(A.rowptr) else "cpu"))
-        val = g.val if g.val is not None else torch.ones(g.nnz, device=g.rowptr.device)
-        out = torch.zeros(M * K, dtype=val.dtype, device=val.device)
-        key = g.rows.long() * K + g.col.long()
-        return out.index_put_((key,), val, accumulate=True).reshape(M, K)
+        dev = like.device if _is_torch(like) else (A.rowptr.device if _is_torch(A.rowptr) else "cpu")
+        rowptr, col = _arrays.to_torch(A.rowptr, dev).long(), _arrays.to_torch(A.col, dev).long()
+        val = torch.ones(A.nnz, device=dev) if A.val is None else _arrays.to_torch(A.val, dev)
+        rows = torch.repeat_interleave(torch.arange(M, device=dev), rowptr.diff(), output_size=A.nnz)
+        out = torch.zeros(M * K, dtype=val.dtype, device=dev)
+        return out.index_put_((rows * K + col,), val, accumulate=True).reshape(M, K)
     rowptr = np.asarray(_arrays.to_numpy(A.rowptr)).astype(np.int64)
     col = np.asarray(_arrays.to_numpy(A.col)).astype(np.int64)
     val = np.ones(A.nnz, np.float32) if A.val is None else np.asarray(_arrays.to_numpy(A.val))
@@ -206,16 +200,8 @@ def to_dense(A, like=None):
 
 
 # ---------------------------------------------------------------- ops as methods
-def _torch_ops():
-    from . import torch as gst
-
-    return gst
-
-
 def matmul(A, X):
-    """A @ X with sum aggregation (differentiable for torch tensors)."""
-    if _is_torch(X):
-        return _torch_ops().spmm(A, X, "sum")
+    """A @ X with sum aggregation (differentiable for torch tensors that require grad)."""
     from ._ops import spmm
 
     return spmm(A, X, "sum")
@@ -225,36 +211,30 @@ def reduce(A, X, reduce: str = "sum"):
     """Aggregate X over each row's neighbours: sum / mean -> out; max / min -> (out, arg), arg the
     CSR position of the winning edge (-1 for empty rows; A.col[arg] is the neighbour,
     A.edge_perm[arg] the input edge id)."""
-    want_arg = reduce in ("max", "min")
-    if _is_torch(X):
-        return _torch_ops().spmm(A, X, reduce, return_arg=want_arg)
-    from ._ops import spmm
+    from ._ops import ARG_REDUCTIONS, spmm
 
-    return spmm(A, X, reduce, return_arg=want_arg)
+    return spmm(A, X, reduce, return_arg=reduce in ARG_REDUCTIONS)
+
+
+def _edge_order(edge_order):
+    if edge_order not in ("csr", "input"):
+        raise ValueError(f"edge_order must be 'csr' or 'input', got {edge_order!r}")
 
 
 def sddmm(A, X, Y, op: str = "dot", edge_order: str = "csr"):
-    if edge_order not in ("csr", "input"):
-        raise ValueError(f"edge_order must be 'csr' or 'input', got {edge_order!r}")
-    if _is_torch(X):
-        E = _torch_ops().sddmm(A, X, Y, op)
-    else:
-        from ._ops import sddmm as _sd
+    from ._ops import sddmm as _sd
 
-        E = _sd(A, X, Y, op)
+    _edge_order(edge_order)
+    E = _sd(A, X, Y, op)
     return edges_to_input_order(A, E) if edge_order == "input" else E
 
 
 def fusedmm(A, X, Y, Z, op: str = "dot", edge: str = "none", slope: float = 0.2, return_edges: bool = False,
             edge_order: str = "csr"):
-    if edge_order not in ("csr", "input"):
-        raise ValueError(f"edge_order must be 'csr' or 'input', got {edge_order!r}")
-    if _is_torch(X):
-        r = _torch_ops().fusedmm(A, X, Y, Z, op, edge, slope, return_edges=return_edges)
-    else:
-        from ._ops import fusedmm as _fm
+    from ._ops import fusedmm as _fm
 
-        r = _fm(A, X, Y, Z, op, edge, slope, return_edges)
+    _edge_order(edge_order)
+    r = _fm(A, X, Y, Z, op, edge, slope, return_edges)
     if return_edges and edge_order == "input":
         return r[0], edges_to_input_order(A, r[1])
     return r
@@ -343,10 +323,10 @@ class GraphMethods:
 
     def tensors(self, like="cpu"):
         """The graph as torch tensors on `like`'s device (a tensor or a device), with its transpose:
-        what gnnsparse.torch ops and layers take (cached per device)."""
-        from .torch.graph import graph_tensors
+        what gnnsparse.torch ops and layers take (cached per device; needs gnnsparse.torch)."""
+        from ._ops import torch_layer
 
-        return graph_tensors(self, like)
+        return torch_layer("CSR.tensors").graph_tensors(self, like)
 
 
 reduce_ = reduce

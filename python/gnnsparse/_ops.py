@@ -1,13 +1,26 @@
-"""The public ops: every argument is checked here, once; then the backend that owns the dense
-inputs' device runs the kernel (gnnsparse._backends).
+"""The one frontend: the public ops, and the argument checks every path shares.
 
-Codes come from the one table of include/gnnsparse/ops.hpp (exported by gnnsparse._core), so adding
-a reduction, an edge function or a dtype there makes it valid here. Non-contiguous dense inputs are
+Every op has one checking function (`check_spmm`, `check_sddmm`, `check_fusedmm`) that the float
+ops below, the quantized ops (gnnsparse.quant) and the torch layer (gnnsparse.torch.functional)
+all call; the dtype and same-device checks (`dense_dtype`, `same_place`) and the backend lookup
+(`backend_of`) are shared the same way. Codes come from the one table of include/gnnsparse/ops.hpp,
+exported by gnnsparse._core, so a row added there is valid here. Non-contiguous dense inputs are
 copied to contiguous ones; outputs are new arrays of the inputs' framework and device.
+
+Torch tensors: every call takes the path below (the checks, the CSR's cached view, the backend),
+`A @ x`, `A.reduce(x)` and `gs.spmm(A, x)` alike. When a backward node is needed (grad mode on and
+an input requires grad), the call is handed to the torch layer, which
+checks it with the same function and whose torch.library op records the node and runs its forward
+through the same `launch_*` below. (The checks run after the inputs are made contiguous: their
+shapes are then the cheap ones of NumPy arrays; on the per-call path.)
+gnnsparse.torch registers itself here when imported (`register_torch_layer`); nothing in the
+core imports it, so a torch input that requires grad before it is imported raises an error
+naming it rather than dropping the graph.
 """
 from __future__ import annotations
 
 import sys
+from typing import NamedTuple, Optional, Protocol
 
 from . import _arrays, _core
 from ._backends import BackendUnavailable, backend_for
@@ -18,128 +31,129 @@ SDDMM_OPS = tuple(_core.SDDMM_OP)
 EDGE_FUNCTIONS = tuple(_core.EDGE_FN)
 PRECISIONS = tuple(_core.PRECISION)
 _REDUCE, _OP, _EDGE, _PREC, _DTYPE = _core.REDUCE, _core.SDDMM_OP, _core.EDGE_FN, _core.PRECISION, _core.DTYPE
-_ARG_REDUCE = frozenset(("max", "min"))
-
-# Set by gnnsparse.torch when it is imported: (spmm, sddmm, fusedmm) with autograd, used for torch
-# inputs that require grad, so that a graph is never dropped silently.
-AUTOGRAD = None
+ARG_REDUCTIONS = frozenset(("max", "min"))  # the reductions with a winning entry (ops.hpp)
 
 
-def _code(table, what, value) -> int:
+# ---------------------------------------------------------------- the torch layer
+class TorchLayer(Protocol):
+    """What gnnsparse.torch registers: differentiable (and traceable) forms of the ops, and the
+    graph as tensors. They take the public ops' arguments."""
+
+    def spmm(self, A, X, reduce: str, return_arg: bool, *, precision: str): ...
+
+    def sddmm(self, A, X, Y, op: str, *, precision: str): ...
+
+    def fusedmm(self, A, X, Y, Z, op: str, edge: str, slope: float, return_edges: bool, *, precision: str): ...
+
+    def graph_tensors(self, A, like): ...
+
+
+_torch_layer: Optional[TorchLayer] = None
+_torch_api = None  # (torch.Tensor, torch.is_grad_enabled) once torch is seen
+
+
+def register_torch_layer(layer: TorchLayer) -> None:
+    """Called by gnnsparse.torch when it is imported."""
+    global _torch_layer
+    _torch_layer = layer
+
+
+def torch_layer(what: str) -> TorchLayer:
+    if _torch_layer is None:
+        raise RuntimeError(f"{what} needs gnnsparse.torch (autograd, the graph as tensors): import gnnsparse.torch "
+                           "first, or pass tensors without requires_grad (torch.no_grad())")
+    return _torch_layer
+
+
+def _torch_route(X, others) -> bool:
+    """Whether this call must go through the torch layer: X is a torch tensor, grad mode is on and X
+    or one of `others` requires grad. On every call's path: torch's functions are looked up once.
+    (Under torch.compile a CSR cannot be traced either way: gnnsparse.torch's ops on GraphTensors
+    can, and are what layers use.)"""
+    global _torch_api
+    api = _torch_api
+    if api is None:
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return False
+        api = _torch_api = (torch.Tensor, torch.is_grad_enabled)
+    T, grad_enabled = api
+    if not isinstance(X, T) or not grad_enabled():
+        return False
+    if X.requires_grad:
+        return True
+    for x in others:
+        if x is not None and isinstance(x, T) and x.requires_grad:
+            return True
+    return False
+
+
+# ---------------------------------------------------------------- checks shared by every path
+def code(table, what, value) -> int:
     c = table.get(value)
     if c is None:
         raise ValueError(f"{what} must be one of {', '.join(table)}; got {value!r}")
     return c
 
 
-def _check_csr(A):
+def check_csr(A, name="A"):
     if not isinstance(A, CSR):
-        raise TypeError(f"A must be a gnnsparse.CSR, got {type(A).__name__} (see CSR.from_scipy / from_edge_index)")
+        raise TypeError(f"{name} must be a gnnsparse.CSR, got {type(A).__name__} (see CSR.from_scipy / from_edge_index)")
 
 
-def _needs_grad(*xs) -> bool:
-    torch = sys.modules.get("torch")
-    if torch is None or not torch.is_grad_enabled():
-        return False
-    return any(x is not None and isinstance(x, torch.Tensor) and x.requires_grad for x in xs)
-
-
-def _autograd(name):
-    if AUTOGRAD is None and "torch" in sys.modules:  # the input is a torch tensor: torch is there
-        import importlib
-
-        importlib.import_module("gnnsparse.torch")  # sets AUTOGRAD
-    if AUTOGRAD is None:
-        raise RuntimeError(f"an input of gnnsparse.{name} requires grad: import gnnsparse.torch for the "
-                           "differentiable ops, or pass tensors without requires_grad (torch.no_grad())")
-    return getattr(AUTOGRAD, name)
-
-
-def _backend(A, X):
-    """The backend of X's device; if X's backend cannot run here but the CSR lives elsewhere, the
-    error names both places (the likely mistake) rather than the missing backend."""
-    try:
-        return backend_for(X)
-    except BackendUnavailable as e:
-        k = _arrays.kind(X)
-        if A.kind != k:
-            raise ValueError(f"X is a {k} array but the CSR lives on {A.kind}: put them on one device "
-                             f"(and note: {e})") from e
-        raise
-
-
-def _dense(b, name, x, expect=None):
-    """(x made contiguous in its framework, its dtype name), checked against the backend and `expect`."""
-    dt = _arrays.dtype_name(x)
-    if dt not in b.dtypes:
-        raise TypeError(f"{name} has dtype {dt}; the {b.name} backend takes {', '.join(sorted(b.dtypes))}")
-    if expect is not None and dt != expect:
-        raise TypeError(f"{name} has dtype {dt} but X has {expect}; pass all dense inputs in one dtype")
-    return b.prepare(x), dt
-
-
-def _same_place(b, place, **others):
-    for name, x in others.items():
-        k = _arrays.kind(x)
-        p = b.place(x) if backend_for(x) is b else k
-        if p != place:
-            why = place.explain(p) if hasattr(place, "explain") else ""
-            raise ValueError(f"X is on {place} but {name} is on {p}{why}; all dense inputs must live on one device")
-
-
-def _shaped(x, shape):
-    """x viewed as `shape` (reshape only when needed: dpnp's reshape costs tens of microseconds)."""
-    return x if tuple(x.shape) == shape else x.reshape(shape)
-
-
-def _wrap(X0, X, *outs):
-    """Outputs of a torch CPU input come back as torch tensors (they ran on the SYCL CPU device as
-    NumPy, zero copy both ways)."""
-    if X0 is not X and _arrays.is_torch(X0) and not X0.is_cuda:
-        import torch
-
-        return tuple(None if o is None else torch.from_numpy(o) for o in outs)
-    return outs
-
-
-def spmm(A: CSR, X, reduce: str = "sum", return_arg: bool = False, *, precision: str = "fp32"):
-    """Y = A (x) X with reduction `reduce` in {sum, mean, max, min} (semantics: include/gnnsparse/ops.hpp).
-
-    X is (K, ...) on any backend's device; Y is (M, ...) in X's framework and dtype. With
-    return_arg=True (max/min only) also returns arg (M, ...) int64: the CSR position k of the winning
-    entry, -1 for empty rows. Weighted when A has values. `precision` ("fp32", "tf32", "bf16") lets
-    kernels that use tensor cores trade accuracy for speed; the others compute in float32 or better.
-    """
-    red = _code(_REDUCE, "reduce", reduce)
-    if return_arg and reduce not in _ARG_REDUCE:
+def check_reduce(reduce, return_arg) -> int:
+    red = code(_REDUCE, "reduce", reduce)
+    if return_arg and reduce not in ARG_REDUCTIONS:
         raise ValueError("return_arg is only defined for reduce='max' or 'min'")
-    prec = _code(_PREC, "precision", precision)
-    _check_csr(A)
-    if _needs_grad(X, A.val):
-        return _autograd("spmm")(A, X, reduce, return_arg)
-    b = _backend(A, X)
-    X0 = X
-    X, dt = _dense(b, "X", X)
-    M, K = A.shape
-    shape = X.shape
-    if len(shape) == 0 or shape[0] != K:
-        raise ValueError(f"X has shape {tuple(shape)} but A is {M} x {K}: X needs {K} rows")
-    tail = tuple(shape[1:])
-    C = 1
-    for s in tail:
-        C *= s
-    view = A._view(b, b.place(X), X, None if A.val is None else _val_dtype_for(dt))
-    Y, arg = b.spmm(view, _shaped(X, (K, C)), M, C, _DTYPE[dt][0], red, return_arg, prec)
-    if len(tail) != 1:
-        Y = Y.reshape((M,) + tail)
-        arg = None if arg is None else arg.reshape((M,) + tail)
-    Y, arg = _wrap(X0, X, Y, arg)
-    return (Y, arg) if return_arg else Y
+    return red
 
 
-def _sddmm_shapes(A, X, Y, op):
-    M, K = A.shape
-    sx, sy = tuple(X.shape), tuple(Y.shape)
+class SpmmCall(NamedTuple):
+    reduce: int
+    precision: int
+    M: int
+    K: int
+    C: int  # features per row: the product of X's axes after the first
+    tail: tuple  # X's axes after the first (Y has the same)
+
+
+def check_spmm(shape, x_shape, reduce, return_arg, precision="fp32") -> SpmmCall:
+    """SpMM of an M x K matrix and X of x_shape: codes and shapes, or the error naming the problem.
+    (On every call's path: the common case takes dictionary lookups only.)"""
+    red = _REDUCE.get(reduce)
+    if red is None or (return_arg and reduce not in ARG_REDUCTIONS):
+        check_reduce(reduce, return_arg)  # raises
+    prec = _PREC.get(precision)
+    if prec is None:
+        code(_PREC, "precision", precision)  # raises
+    M, K = shape
+    if not x_shape or x_shape[0] != K:
+        raise ValueError(f"X has shape {tuple(x_shape)} but A is {M} x {K}: X needs {K} rows")
+    tail = tuple(x_shape[1:])
+    if len(tail) == 1:
+        C = tail[0]
+    else:
+        C = 1
+        for s in tail:
+            C *= s
+    return tuple.__new__(SpmmCall, (red, prec, M, K, C, tail))
+
+
+class SddmmCall(NamedTuple):
+    op: int
+    precision: int
+    x_shape: tuple  # X as the kernels take it: (M, H, F) for dot, (M, H) for add
+    y_shape: tuple
+    H: int
+    F: int
+    squeeze: bool  # the caller gave one head without a head axis: E is (nnz,)
+
+
+def check_sddmm(shape, x_shape, y_shape, op, precision="fp32") -> SddmmCall:
+    opc = code(_OP, "op", op)
+    prec = code(_PREC, "precision", precision)
+    M, K = shape
+    sx, sy = tuple(x_shape), tuple(y_shape)
     if len(sx) == 0 or sx[0] != M:
         raise ValueError(f"X has shape {sx} but A is {M} x {K}: X needs {M} rows")
     if len(sy) == 0 or sy[0] != K:
@@ -150,33 +164,157 @@ def _sddmm_shapes(A, X, Y, op):
         if len(sx) not in (2, 3):
             raise ValueError(f"sddmm 'dot' takes X of shape (M, F) or (M, H, F), got {sx}")
         H, F = (1, sx[1]) if len(sx) == 2 else sx[1:]
-        return (M, H, F), (K, H, F), H, F, len(sx) == 2
+        return SddmmCall(opc, prec, (M, H, F), (K, H, F), H, F, len(sx) == 2)
     if len(sx) not in (1, 2):
         raise ValueError(f"sddmm 'add' takes X of shape (M,) or (M, H), got {sx}")
     H = 1 if len(sx) == 1 else sx[1]
-    return (M, H), (K, H), H, 1, len(sx) == 1
+    return SddmmCall(opc, prec, (M, H), (K, H), H, 1, len(sx) == 1)
 
 
+class FusedCall(NamedTuple):
+    scores: SddmmCall
+    edge: int
+    z_shape: tuple  # (K, H, D)
+    D: int
+
+
+def check_fusedmm(shape, x_shape, y_shape, z_shape, op, edge, precision="fp32") -> FusedCall:
+    s = check_sddmm(shape, x_shape, y_shape, op, precision)
+    edc = code(_EDGE, "edge", edge)
+    M, K = shape
+    H = s.H
+    sz = tuple(z_shape)
+    if len(sz) == 2 and H == 1:
+        zs, D = (sz[0], 1, sz[1]), sz[1]
+    elif len(sz) == 3 and sz[1] == H:
+        zs, D = sz, sz[2]
+    else:
+        raise ValueError(f"Z has shape {sz}; with {H} head(s) it must be (K, D) (one head) or (K, {H}, D)")
+    if sz[0] != K:
+        raise ValueError(f"Z has shape {sz} but A is {M} x {K}: Z needs {K} rows")
+    return FusedCall(s, edc, zs, D)
+
+
+def backend_of(A, X, name="X"):
+    """The backend of X's device; if X's backend cannot run here but the CSR lives elsewhere, the
+    error names both places (the likely mistake) rather than the missing backend."""
+    try:
+        return backend_for(X)
+    except BackendUnavailable as e:
+        k = _arrays.kind(X)
+        if A.kind != k:
+            raise ValueError(f"{name} is a {k} array but the CSR lives on {A.kind}: put them on one device "
+                             f"(and note: {e})") from e
+        raise
+
+
+def dense_dtype(b, name, x, expect=None) -> str:
+    """x's dtype name, checked against the backend's dtypes and `expect` (X's)."""
+    dt = _arrays.dtype_name(x)
+    if dt not in b.dtypes:
+        raise TypeError(f"{name} has dtype {dt}; the {b.name} backend takes {', '.join(sorted(b.dtypes))}")
+    if expect is not None and dt != expect:
+        raise TypeError(f"{name} has dtype {dt} but X has {expect}; pass all dense inputs in one dtype")
+    return dt
+
+
+def _dense(b, name, x, expect=None):
+    """(x made contiguous in its framework, its dtype name), checked."""
+    dt = dense_dtype(b, name, x, expect)
+    return b.prepare(x), dt
+
+
+def _elsewhere(x) -> str:
+    """Where an array of another backend lives, printable: a torch tensor's device, else its kind."""
+    return str(x.device) if _arrays.is_torch(x) else _arrays.kind(x)
+
+
+def same_place(b, place, what="dense inputs", **others):
+    """Every array of `others` lives where X does (`place`, X's place under backend b)."""
+    for name, x in others.items():
+        try:
+            p = b.place(x) if backend_for(x) is b else _elsewhere(x)
+        except BackendUnavailable:
+            p = _elsewhere(x)
+        if p != place:
+            why = place.explain(p) if hasattr(place, "explain") else ""
+            raise ValueError(f"X is on {place} but {name} is on {p}{why}; all {what} must live on one device")
+
+
+def shaped(x, shape):
+    """x viewed as `shape` (reshape only when needed: dpnp's reshape costs tens of microseconds)."""
+    return x if tuple(x.shape) == shape else x.reshape(shape)
+
+
+def wrap_like(X0, X, *outs):
+    """Outputs of a torch CPU input come back as torch tensors (they ran on the SYCL CPU device as
+    NumPy, zero copy both ways)."""
+    if X0 is not X and _arrays.is_torch(X0) and not X0.is_cuda:
+        import torch
+
+        return tuple(None if o is None else torch.from_numpy(o) for o in outs)
+    return outs
+
+
+# ---------------------------------------------------------------- spmm
+def spmm(A: CSR, X, reduce: str = "sum", return_arg: bool = False, *, precision: str = "fp32"):
+    """Y = A (x) X with reduction `reduce` in {sum, mean, max, min} (semantics: include/gnnsparse/ops.hpp).
+
+    X is (K, ...) on any backend's device; Y is (M, ...) in X's framework and dtype. With
+    return_arg=True (max/min only) also returns arg (M, ...) int64: the CSR position k of the winning
+    entry, -1 for empty rows. Weighted when A has values. `precision` ("fp32", "tf32", "bf16") lets
+    kernels that use tensor cores trade accuracy for speed; the others compute in float32 or better.
+    Torch inputs that require grad get a backward pass (gnnsparse.torch must be imported).
+    """
+    if not isinstance(A, CSR):
+        check_csr(A)  # raises
+    if _torch_route(X, (A.val,)):
+        return torch_layer("gnnsparse.spmm on a tensor that requires grad").spmm(A, X, reduce, return_arg,
+                                                                                 precision=precision)
+    return launch_spmm(A, X, reduce, return_arg, precision)
+
+
+def launch_spmm(A: CSR, X, reduce, return_arg, precision):
+    """The call on X's backend: dtype and device, check_spmm, the CSR's view, the kernel. The torch
+    layer's op runs its forward pass through here too."""
+    b = backend_of(A, X)
+    X0 = X
+    X, dt = _dense(b, "X", X)
+    red, prec, M, K, C, tail = check_spmm(A.shape, X.shape, reduce, return_arg, precision)
+    view = A._view(b, b.place(X), X, None if A.val is None else _val_dtype_for(dt))
+    Y, arg = b.spmm(view, shaped(X, (K, C)), M, C, _DTYPE[dt][0], red, return_arg, prec)
+    if len(tail) != 1:
+        Y = Y.reshape((M,) + tail)
+        arg = None if arg is None else arg.reshape((M,) + tail)
+    Y, arg = wrap_like(X0, X, Y, arg)
+    return (Y, arg) if return_arg else Y
+
+
+# ---------------------------------------------------------------- sddmm
 def sddmm(A: CSR, X, Y, op: str = "dot", *, precision: str = "fp32"):
     """Per stored entry k = (i, j): 'dot' -> <X[i], Y[j]> over the feature axis (X (M, F) -> (nnz,),
     X (M, H, F) -> (nnz, H)); 'add' -> X[i] + Y[j] (X (M,) or (M, H), GAT logits). A's values are unused."""
-    opc = _code(_OP, "op", op)
-    prec = _code(_PREC, "precision", precision)
-    _check_csr(A)
-    if _needs_grad(X, Y):
-        return _autograd("sddmm")(A, X, Y, op)
-    b = _backend(A, X)
+    if not isinstance(A, CSR):
+        check_csr(A)  # raises
+    if _torch_route(X, (Y,)):
+        return torch_layer("gnnsparse.sddmm on a tensor that requires grad").sddmm(A, X, Y, op, precision=precision)
+    return launch_sddmm(A, X, Y, op, precision)
+
+
+def launch_sddmm(A: CSR, X, Y, op, precision):
+    b = backend_of(A, X)
     X0 = X
     X, dt = _dense(b, "X", X)
     Y, _ = _dense(b, "Y", Y, dt)
+    c = check_sddmm(A.shape, X.shape, Y.shape, op, precision)
     place = b.place(X)
-    _same_place(b, place, Y=Y)
-    xs, ys, H, F, squeeze = _sddmm_shapes(A, X, Y, op)
+    same_place(b, place, Y=Y)
     view = A._view(b, place, X, None)
-    E = b.sddmm(view, _shaped(X, xs), _shaped(Y, ys), A.nnz, H, F, _DTYPE[dt][0], opc, prec)
-    return _wrap(X0, X, E.reshape((A.nnz,)) if squeeze else E)[0]
+    E = b.sddmm(view, shaped(X, c.x_shape), shaped(Y, c.y_shape), A.nnz, c.H, c.F, _DTYPE[dt][0], c.op, c.precision)
+    return wrap_like(X0, X, E.reshape((A.nnz,)) if c.squeeze else E)[0]
 
 
+# ---------------------------------------------------------------- fusedmm
 def fusedmm(A: CSR, X, Y, Z, op: str = "dot", edge: str = "none", slope: float = 0.2, return_edges: bool = False,
             *, precision: str = "fp32"):
     """Out[i] = sum_k w_k * Z[col_k], w = edge(sddmm(A, X, Y, op)) [* A.val], without storing w.
@@ -186,35 +324,31 @@ def fusedmm(A: CSR, X, Y, Z, op: str = "dot", edge: str = "none", slope: float =
     as in sddmm, Z (K, D) for one head or (K, H, D); Out is (M, D) or (M, H, D). return_edges=True also
     returns w, shaped like sddmm's output (what a backward pass needs).
     """
-    opc = _code(_OP, "op", op)
-    edc = _code(_EDGE, "edge", edge)
-    prec = _code(_PREC, "precision", precision)
-    _check_csr(A)
-    if _needs_grad(X, Y, Z, A.val):
-        return _autograd("fusedmm")(A, X, Y, Z, op, edge, slope, return_edges)
-    b = _backend(A, X)
+    if not isinstance(A, CSR):
+        check_csr(A)  # raises
+    if _torch_route(X, (Y, Z, A.val)):
+        return torch_layer("gnnsparse.fusedmm on a tensor that requires grad").fusedmm(
+            A, X, Y, Z, op, edge, slope, return_edges, precision=precision)
+    return launch_fusedmm(A, X, Y, Z, op, edge, slope, return_edges, precision)
+
+
+def launch_fusedmm(A: CSR, X, Y, Z, op, edge, slope, return_edges, precision):
+    b = backend_of(A, X)
     X0 = X
     X, dt = _dense(b, "X", X)
     Y, _ = _dense(b, "Y", Y, dt)
     Z, _ = _dense(b, "Z", Z, dt)
+    c = check_fusedmm(A.shape, X.shape, Y.shape, Z.shape, op, edge, precision)
     place = b.place(X)
-    _same_place(b, place, Y=Y, Z=Z)
-    xs, ys, H, F, squeeze = _sddmm_shapes(A, X, Y, op)
-    M, K = A.shape
-    sz = tuple(Z.shape)
-    if len(sz) == 2 and H == 1:
-        zs, D = (K, 1, sz[1]), sz[1]
-    elif len(sz) == 3 and sz[1] == H:
-        zs, D = sz, sz[2]
-    else:
-        raise ValueError(f"Z has shape {sz}; with {H} head(s) it must be (K, D) (one head) or (K, {H}, D)")
-    if sz[0] != K:
-        raise ValueError(f"Z has shape {sz} but A is {M} x {K}: Z needs {K} rows")
+    same_place(b, place, Y=Y, Z=Z)
+    s = c.scores
+    M = A.shape[0]
     view = A._view(b, place, X, None if A.val is None else _val_dtype_for(dt))
-    out, E = b.fusedmm(view, _shaped(X, xs), _shaped(Y, ys), _shaped(Z, zs), M, H, F, D, _DTYPE[dt][0], opc, edc,
-                       float(slope), return_edges, prec)
-    out = out.reshape((M, D)) if len(sz) == 2 else out
-    if E is not None and squeeze:
+    out, E = b.fusedmm(view, shaped(X, s.x_shape), shaped(Y, s.y_shape), shaped(Z, c.z_shape), M, s.H, s.F, c.D,
+                       _DTYPE[dt][0], s.op, c.edge, float(slope), return_edges, s.precision)
+    if len(Z.shape) == 2:
+        out = out.reshape((M, c.D))
+    if E is not None and s.squeeze:
         E = E.reshape((A.nnz,))
-    out, E = _wrap(X0, X, out, E)
+    out, E = wrap_like(X0, X, out, E)
     return (out, E) if return_edges else out

@@ -14,7 +14,7 @@ import numpy as np
 
 from .._csr import CSR
 
-__all__ = ["uniform_random", "rmat", "sbm", "grid_matrix", "grid72_shapes", "csr_from_coo", "SBMGraph"]
+__all__ = ["uniform_edges", "uniform_random", "regular_random", "rmat", "sbm", "grid_matrix", "grid72_shapes", "csr_from_coo", "SBMGraph"]
 
 
 def _rng(seed) -> np.random.Generator:
@@ -48,6 +48,15 @@ def _symmetrize(src, dst):
     return np.concatenate([src, dst]), np.concatenate([dst, src])
 
 
+def uniform_edges(n: int, e: int, seed=0, *, m: int | None = None) -> np.ndarray:
+    """A (2, e) int64 edge_index (PyG layout: row 0 sources in [0, n), row 1 targets in [0, m),
+    m = n by default), endpoints uniform and independent: the edges of uniform_random."""
+    rng = _rng(seed)
+    src = rng.integers(0, n, e, dtype=np.int64)
+    dst = rng.integers(0, n if m is None else int(m), e, dtype=np.int64)
+    return np.stack([src, dst])
+
+
 def uniform_random(n: int, e: int, seed=0, *, m: int | None = None, symmetric: bool = False,
                    weighted: bool = False) -> CSR:
     """Erdos-Renyi-style multigraph: e edges with endpoints drawn uniformly from n nodes.
@@ -68,10 +77,24 @@ def uniform_random(n: int, e: int, seed=0, *, m: int | None = None, symmetric: b
         dst = rng.integers(0, n, e // 2, dtype=np.int64)
         src, dst = _symmetrize(src, dst)
     else:
-        src = rng.integers(0, n, e, dtype=np.int64)
-        dst = rng.integers(0, m, e, dtype=np.int64)
+        src, dst = uniform_edges(n, e, rng, m=m)
     val = rng.uniform(0.5, 1.5, len(src)).astype(np.float32) if weighted else None
     return csr_from_coo(dst, src, (m, n), val)
+
+
+def regular_random(n: int, e: int, seed=0, *, weighted: bool = False) -> CSR:
+    """n x n, every row floor(e / n) or ceil(e / n) entries (the first e mod n rows one more),
+    columns uniform in [0, n) and sorted within rows (duplicates kept): the same work per row, so
+    row-length effects stay out of a measurement. weighted: float32 values uniform in [0.5, 1.5)."""
+    if n <= 0 or e < 0:
+        raise ValueError(f"regular_random needs n > 0 and e >= 0, got n={n}, e={e}")
+    rng = _rng(seed)
+    deg = np.full(n, e // n, np.int64)
+    deg[: e - int(deg.sum())] += 1
+    rows = np.repeat(np.arange(n, dtype=np.int64), deg)
+    cols = rng.integers(0, n, e, dtype=np.int64)
+    val = rng.uniform(0.5, 1.5, e).astype(np.float32) if weighted else None
+    return csr_from_coo(rows, cols, (n, n), val)
 
 
 def _rmat_edges(rng, scale, count, a, b, c):

@@ -3,13 +3,12 @@ copy-bandwidth probe, for the two bench devices (the SYCL CPU device with NumPy,
 """
 from __future__ import annotations
 
-import statistics
-import time
 import warnings
 
 import numpy as np
 
 from .. import reference
+from . import timing
 from .._arrays import to_numpy
 from .._csr import CSR
 
@@ -224,30 +223,16 @@ class CPUDevice:
         return self.time_many({"f": (fn, inputs_list)}, warmup, repeat)["f"]
 
     def time_many(self, fns, warmup, repeat, rounds: int = 2):
-        """{name: [seconds]}: each function runs in blocks of consecutive calls, every block after
-        max(warmup, 1) untimed calls, and the blocks of all functions alternate over `rounds`
-        rounds. Blocks, not single interleaved calls: on a small CPU the thread pools of the SYCL
-        runtime, torch (OpenMP) and the next library spin after a call and slow whoever runs next;
-        rounds spread the load of other processes on a shared machine over all functions."""
+        """{name: [seconds]} (timing.wall): each function runs in blocks of consecutive calls, every
+        block after max(warmup, 1) untimed calls, and the blocks of all functions alternate over
+        `rounds` rounds. Blocks, not single interleaved calls: on a small CPU the thread pools of the
+        SYCL runtime, torch (OpenMP) and the next library spin after a call and slow whoever runs
+        next; rounds spread the load of other processes on a shared machine over all functions.
+        fns: {name: (fn, inputs[, (enter, exit)])}: fn(inputs[i]); enter / exit run around a block."""
         rounds = max(1, min(rounds, repeat))
         per = [repeat // rounds + (1 if r < repeat % rounds else 0) for r in range(rounds)]
-        out = {k: [] for k in fns}
-        for n in per:
-            for k, (fn, inputs, *hooks) in fns.items():
-                if hooks:
-                    hooks[0]()  # enter: e.g. a thread setting for this block
-                try:
-                    for i in range(max(warmup, 1)):
-                        fn(inputs[i % len(inputs)])
-                    for i in range(n):
-                        inp = inputs[i % len(inputs)]
-                        t0 = time.perf_counter()
-                        fn(inp)
-                        out[k].append(time.perf_counter() - t0)
-                finally:
-                    if hooks:
-                        hooks[1]()
-        return out
+        return timing.wall(_rotating(fns), rounds=rounds, per_round=per, warmup=max(warmup, 1),
+                           hooks={k: h for k, (_, _, *h) in fns.items() if h})
 
     def copy_bandwidth(self, nbytes: int = 256 << 20) -> dict:
         """Read+write bytes per second of a large copy on the SYCL device (queue.memcpy between two
@@ -256,22 +241,12 @@ class CPUDevice:
 
         a = dm.MemoryUSMDevice(nbytes, queue=self._q)
         b = dm.MemoryUSMDevice(nbytes, queue=self._q)
-        self._q.memcpy(b, a, nbytes)
-        ts = []
-        for _ in range(5):
-            t0 = time.perf_counter()
-            self._q.memcpy(b, a, nbytes)
-            ts.append(time.perf_counter() - t0)
         x = np.ones(nbytes // 4, np.float32)
         y = np.empty_like(x)
-        np.copyto(y, x)
-        th = []
-        for _ in range(5):
-            t0 = time.perf_counter()
-            np.copyto(y, x)
-            th.append(time.perf_counter() - t0)
-        return {"device_gbps": 2 * nbytes / statistics.median(ts) / 1e9,
-                "host_gbps": 2 * nbytes / statistics.median(th) / 1e9,
+        ts = timing.wall({"device": lambda i: self._q.memcpy(b, a, nbytes), "host": lambda i: np.copyto(y, x)},
+                         rounds=1, per_round=5, warmup=1)
+        return {"device_gbps": 2 * nbytes / timing.median(ts["device"]) / 1e9,
+                "host_gbps": 2 * nbytes / timing.median(ts["host"]) / 1e9,
                 "method": f"SYCL queue.memcpy of {nbytes >> 20} MiB device USM (read+write); host: numpy.copyto"}
 
 
@@ -323,31 +298,21 @@ class CUDADevice:
 
     def time_many(self, fns, warmup, repeat):
         """{name: [seconds]} from CUDA events around each launch, interleaved one call of each per
-        round, after `warmup` untimed rounds; one synchronize at the end."""
-        torch = self.torch
-        for i in range(warmup):
-            for fn, inputs, *_ in fns.values():
-                fn(inputs[i % len(inputs)])
-        torch.cuda.synchronize()
-        ev = {k: [] for k in fns}
-        for i in range(repeat):
-            for k, (fn, inputs, *_) in fns.items():
-                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                inp = inputs[i % len(inputs)]
-                s.record()
-                fn(inp)
-                e.record()
-                ev[k].append((s, e))
-        torch.cuda.synchronize()
-        return {k: [s.elapsed_time(e) * 1e-3 for s, e in v] for k, v in ev.items()}
+        round, after `warmup` untimed rounds; one synchronize at the end (timing.events)."""
+        return timing.events(_rotating(fns), repeat=repeat, warmup=warmup, torch=self.torch)
 
     def copy_bandwidth(self, nbytes: int = 1 << 30) -> dict:
         torch = self.torch
         a = torch.empty(nbytes // 4, dtype=torch.float32, device=self.torch_device)
         b = torch.empty_like(a)
         ts = self.time(lambda _: b.copy_(a), [None], 3, 20)
-        return {"device_gbps": 2 * nbytes / statistics.median(ts) / 1e9, "host_gbps": None,
+        return {"device_gbps": 2 * nbytes / timing.median(ts) / 1e9, "host_gbps": None,
                 "method": f"torch copy_ of {nbytes >> 20} MiB on the GPU (read+write), cuda events, median of 20"}
+
+
+def _rotating(fns):
+    """{name: (fn, inputs, ...)} -> {name: call index -> fn(inputs[index % len(inputs)])}."""
+    return {k: (lambda i, f=fn, inp=inputs: f(inp[i % len(inp)])) for k, (fn, inputs, *_) in fns.items()}
 
 
 def _has_torch() -> bool:
@@ -377,5 +342,4 @@ def cuda_usable() -> tuple[bool, str]:
     return True, ""
 
 
-def median(ts):
-    return float(statistics.median(ts)) if ts else float("nan")
+median = timing.median

@@ -21,24 +21,18 @@ import time
 
 
 def _timer(torch, reps):
+    """median_us(fn): CUDA events around each call (gnnsparse.bench.timing), L2 flushed and the GPU
+    kept busy (a 200k-cycle sleep) before each, so the launch is not what gets timed."""
+    from .timing import median_us as _median_us
+
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def before():
+        flush.fill_(1)
+        torch.cuda._sleep(200_000)
 
     def median_us(fn):
-        for _ in range(3):
-            fn()
-        torch.cuda.synchronize()
-        ts = []
-        for r in range(reps):
-            flush.fill_(r & 0xFF)
-            torch.cuda._sleep(200_000)
-            a.record()
-            fn()
-            b.record()
-            b.synchronize()
-            ts.append(a.elapsed_time(b) * 1000.0)
-        ts.sort()
-        return ts[len(ts) // 2]
+        return _median_us(fn, reps=reps, warmup=3, torch=torch, before=before)
 
     return median_us
 

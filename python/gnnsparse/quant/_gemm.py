@@ -13,13 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _arrays
-
-
-def _qt():
-    from . import QTensor, quantize
-
-    return QTensor, quantize
-
+from ._tensor import QTensor, quantize, _seed
 
 _MIX = 0x9E3779B97F4A7C15  # a second seed for the second operand (independent rounding)
 
@@ -29,11 +23,8 @@ def matmul(A, B, bits: int = 8, *, stochastic: bool = True, seed=None):
     (bits 8 or 4; 4-bit values run in int8 containers: no int4 tensor cores on Hopper), then
     linear(). Returns float32 (M, N) in A's framework. A or B may already be QTensors (B then
     must be the quantized B^T, N x K)."""
-    QTensor, quantize = _qt()
-    if seed is None and stochastic:
-        import secrets
-
-        seed = secrets.randbits(64)
+    if stochastic:
+        seed = _seed(seed)
     QA = A if isinstance(A, QTensor) else quantize(A, bits, stochastic, seed, check=False)
     if isinstance(B, QTensor):
         QBt = B
@@ -48,7 +39,6 @@ def linear(QX, QW):
     """Y = dequantize(QX) @ dequantize(QW)^T computed as s_X s_W (q_X @ q_W^T) with exact int32
     (int64 across K chunks) accumulation; QX: M x K, QW: N x K (torch.nn.Linear's weight layout).
     float32 (M, N) in QX's framework."""
-    QTensor, _ = _qt()
     if not isinstance(QX, QTensor) or not isinstance(QW, QTensor):
         raise TypeError("linear takes two QTensors")
     if len(QX.shape) != 2 or len(QW.shape) != 2:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _arrays
+from ._tensor import dequantize, quantize
 
 EPS = 5e-4
 THRESHOLD = 0.3
@@ -18,8 +19,6 @@ THRESHOLD = 0.3
 def error_x(X, Q=None, *, bits: int = 8, eps: float = EPS, seed=None) -> float:
     """Error_X of X against its quantized version Q (quantized here with `bits`, stochastic
     rounding and `seed` when Q is None). Computed in float64 in X's framework; returns a float."""
-    from . import dequantize, quantize
-
     if Q is None:
         Q = quantize(X, bits, True, seed, check=False)
     Xq = dequantize(Q)

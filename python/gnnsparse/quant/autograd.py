@@ -23,9 +23,11 @@ from __future__ import annotations
 import torch
 
 from ..torch._library import _take_rows
-from . import _gemm, incidence_spmm, quantize
-from . import sddmm as qsddmm
-from . import spmm as qspmm
+from . import _gemm
+from ._tensor import quantize
+from .ops import incidence_spmm
+from .ops import sddmm as qsddmm
+from .ops import spmm as qspmm
 
 __all__ = ["linear", "spmm", "spmm_heads", "sddmm_add", "next_seed"]
 

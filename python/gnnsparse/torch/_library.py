@@ -32,30 +32,35 @@ import torch
 from torch import Tensor
 
 import gnnsparse as gs
+from gnnsparse import _core, _ops
 
-REDUCTIONS = ("sum", "mean", "max", "min")
-SDDMM_OPS = ("dot", "add")
-# Edge functions the fusedmm op takes: the kernels' table plus the GAT chain (leaky_relu, then the
-# row softmax), which runs as one kernel when the kernels have it and as SDDMM -> edge_softmax ->
-# spmm_heads otherwise.
+# The codes' names, from the one table (gnnsparse._core through gnnsparse._ops). The GAT chain
+# (leaky_relu, then the row softmax) is one of the kernels' edge functions; an edge function the
+# kernels lack runs as SDDMM -> edge function -> spmm_heads (see fusedmm_op).
+REDUCTIONS = _ops.REDUCTIONS
+SDDMM_OPS = _ops.SDDMM_OPS
 GAT_EDGE = "leaky_relu_softmax"
-EDGE_FUNCTIONS = ("none", "leaky_relu", "exp", "softmax", GAT_EDGE)
+EDGE_FUNCTIONS = _ops.EDGE_FUNCTIONS
 
 _settings = {"fusedmm_backward": "recompute"}
 
 
 def kernel_has_edge(edge: str) -> bool:
     """True when the compiled kernels implement edge function `edge` in one fused pass."""
-    try:
-        from gnnsparse import _core
+    return edge in _core.EDGE_FN
 
-        table = _core.EDGE_FN
-    except ImportError:  # pragma: no cover - a build without the _core module
-        table = {}
-    from gnnsparse import _ops
 
-    front = getattr(_ops, "EDGE_FUNCTIONS", tuple(table))
-    return edge in table and edge in front
+# The ops' forward kernels: the frontend's launchers (gnnsparse._ops), which run its one check.
+def _spmm(A, X, reduce="sum", return_arg=False, precision="fp32"):
+    return _ops.launch_spmm(A, X, reduce, return_arg, precision)
+
+
+def _sddmm(A, X, Y, op, precision="fp32"):
+    return _ops.launch_sddmm(A, X, Y, op, precision)
+
+
+def _fusedmm(A, X, Y, Z, op, edge, slope, return_edges=False, precision="fp32"):
+    return _ops.launch_fusedmm(A, X, Y, Z, op, edge, slope, return_edges, precision)
 
 
 # ---------------------------------------------------------------- CSR objects over tensors
@@ -142,10 +147,10 @@ def _spmm_heads_impl(rowptr, col, W, Z):
     W = _val_for(W, Z)
     base = _csr(rowptr, col, None, K)  # the pattern (cached); each head gets its own values
     if H == 1:
-        return gs.spmm(base.with_values(W[:, 0].contiguous()), Z[:, 0, :]).reshape(M, 1, Z.shape[2])
+        return _spmm(base.with_values(W[:, 0].contiguous()), Z[:, 0, :]).reshape(M, 1, Z.shape[2])
     outs = []
     for h in range(H):
-        outs.append(gs.spmm(base.with_values(W[:, h].contiguous()), Z[:, h, :].contiguous()))
+        outs.append(_spmm(base.with_values(W[:, h].contiguous()), Z[:, h, :].contiguous()))
     return torch.stack(outs, 1)
 
 
@@ -154,9 +159,9 @@ def _edge_softmax_impl(rowptr, rows, eid, S):
     (rowptr, eid) pattern, so they are deterministic."""
     nnz = S.shape[0]
     A = _csr(rowptr, eid, None, nnz)
-    m = gs.spmm(A, S, "max")
+    m = _spmm(A, S, "max")
     ex = torch.exp(S - _take_rows(m, rows))
-    s = gs.spmm(A, ex, "sum")
+    s = _spmm(A, ex, "sum")
     return ex / _take_rows(s, rows)
 
 
@@ -167,22 +172,23 @@ def _leaky(e, slope):
 # ---------------------------------------------------------------- spmm
 @torch.library.custom_op("gnnsparse::spmm", mutates_args=())
 def spmm_op(rowptr: Tensor, col: Tensor, val: Optional[Tensor], t_rowptr: Optional[Tensor],
-            t_col: Optional[Tensor], t_perm: Optional[Tensor], X: Tensor, reduce: str) -> tuple[Tensor, Tensor]:
+            t_col: Optional[Tensor], t_perm: Optional[Tensor], X: Tensor, reduce: str,
+            precision: str = "fp32") -> tuple[Tensor, Tensor]:
     A = _csr(rowptr, col, val, X.shape[0])
-    if reduce in ("max", "min"):
-        return gs.spmm(A, X, reduce, return_arg=True)
-    return gs.spmm(A, X, reduce), X.new_empty((0,), dtype=torch.int64)
+    if reduce in _ops.ARG_REDUCTIONS:
+        return _spmm(A, X, reduce, True, precision)
+    return _spmm(A, X, reduce, False, precision), X.new_empty((0,), dtype=torch.int64)
 
 
 @spmm_op.register_fake
-def _(rowptr, col, val, t_rowptr, t_col, t_perm, X, reduce):
+def _(rowptr, col, val, t_rowptr, t_col, t_perm, X, reduce, precision="fp32"):
     M = rowptr.shape[0] - 1
-    arg_shape = (M, X.shape[1]) if reduce in ("max", "min") else (0,)
+    arg_shape = (M, X.shape[1]) if reduce in _ops.ARG_REDUCTIONS else (0,)
     return X.new_empty((M, X.shape[1])), X.new_empty(arg_shape, dtype=torch.int64)
 
 
 def _spmm_setup(ctx, inputs, output):
-    rowptr, col, val, t_rowptr, t_col, t_perm, X, reduce = inputs
+    rowptr, col, val, t_rowptr, t_col, t_perm, X, reduce = inputs[:8]
     ctx.reduce = reduce
     ctx.save_for_backward(rowptr, col, val, t_rowptr, t_col, t_perm, X, output[1])
     ctx.mark_non_differentiable(output[1])
@@ -215,7 +221,7 @@ def _spmm_backward(ctx, dY, darg):
         if want_v:
             dval = sddmm_op(rowptr, col, None, None, None, None, g.unsqueeze(1), X.unsqueeze(1), "dot")
             dval = dval.reshape(-1).to(val.dtype)
-        return None, None, dval, None, None, None, dX, None
+        return None, None, dval, None, None, None, dX, None, None
     # max / min: every (i, c) routes to its winning edge k = arg[i, c] only
     M, C = arg.shape
     K, nnz = X.shape[0], col.shape[0]
@@ -238,7 +244,7 @@ def _spmm_backward(ctx, dY, darg):
         contrib = g * torch.gather(X, 0, j)
         key = torch.where(valid, k, nnz).reshape(-1)
         dval = _segment_sum_by_key(key, contrib, nnz + 1)[:nnz].to(val.dtype)
-    return None, None, dval, None, None, None, dX, None
+    return None, None, dval, None, None, None, dX, None, None
 
 
 spmm_op.register_autograd(_spmm_backward, setup_context=_spmm_setup)
@@ -247,18 +253,19 @@ spmm_op.register_autograd(_spmm_backward, setup_context=_spmm_setup)
 # ---------------------------------------------------------------- sddmm
 @torch.library.custom_op("gnnsparse::sddmm", mutates_args=())
 def sddmm_op(rowptr: Tensor, col: Tensor, t_rowptr: Optional[Tensor], t_col: Optional[Tensor],
-             t_perm: Optional[Tensor], eid: Optional[Tensor], X: Tensor, Y: Tensor, op: str) -> Tensor:
+             t_perm: Optional[Tensor], eid: Optional[Tensor], X: Tensor, Y: Tensor, op: str,
+             precision: str = "fp32") -> Tensor:
     A = _csr(rowptr, col, None, Y.shape[0])
-    return gs.sddmm(A, X, Y, op)
+    return _sddmm(A, X, Y, op, precision)
 
 
 @sddmm_op.register_fake
-def _(rowptr, col, t_rowptr, t_col, t_perm, eid, X, Y, op):
+def _(rowptr, col, t_rowptr, t_col, t_perm, eid, X, Y, op, precision="fp32"):
     return X.new_empty((col.shape[0], X.shape[1]))
 
 
 def _sddmm_setup(ctx, inputs, output):
-    rowptr, col, t_rowptr, t_col, t_perm, eid, X, Y, op = inputs
+    rowptr, col, t_rowptr, t_col, t_perm, eid, X, Y, op = inputs[:9]
     ctx.op = op
     ctx.save_for_backward(rowptr, col, t_rowptr, t_col, t_perm, eid, X, Y)
 
@@ -287,7 +294,7 @@ def _sddmm_backward(ctx, dE):
         _no_double_backward(None, "sddmm")
     dX, dY = _scores_backward(ctx.op, dE, rowptr, col, t_rowptr, t_col, t_perm, eid, X, Y, _need(ctx, 6),
                               _need(ctx, 7))
-    return None, None, None, None, None, None, dX, dY, None
+    return None, None, None, None, None, None, dX, dY, None, None
 
 
 sddmm_op.register_autograd(_sddmm_backward, setup_context=_sddmm_setup)
@@ -362,24 +369,24 @@ def _fused_keeps_edges(edge: str, save: bool) -> bool:
 def fusedmm_op(rowptr: Tensor, col: Tensor, val: Optional[Tensor], t_rowptr: Optional[Tensor],
                t_col: Optional[Tensor], t_perm: Optional[Tensor], rows: Optional[Tensor], eid: Optional[Tensor],
                X: Tensor, Y: Tensor, Z: Tensor, op: str, edge: str, slope: float,
-               save: bool) -> tuple[Tensor, Tensor]:
+               save: bool, precision: str = "fp32") -> tuple[Tensor, Tensor]:
     """(Out, P): Out (M, H, D); P (nnz, H) the edge function's values before the edge values
     scale them, when `save` or when the chain runs unfused, else an empty (0, H)."""
     K, H = Z.shape[0], Z.shape[1]
     if kernel_has_edge(edge):
         A = _csr(rowptr, col, val, K)
         if not save:
-            return gs.fusedmm(A, X, Y, Z, op, edge, slope), Z.new_empty((0, H))
+            return _fusedmm(A, X, Y, Z, op, edge, slope, False, precision), Z.new_empty((0, H))
         if val is None:
-            return gs.fusedmm(A, X, Y, Z, op, edge, slope, return_edges=True)
-        out = gs.fusedmm(A, X, Y, Z, op, edge, slope)
-        P = gs.fusedmm(_csr(rowptr, col, None, K), X, Y, Z[:, :, :1], op, edge, slope, return_edges=True)[1]
+            return _fusedmm(A, X, Y, Z, op, edge, slope, True, precision)
+        out = _fusedmm(A, X, Y, Z, op, edge, slope, False, precision)
+        P = _fusedmm(_csr(rowptr, col, None, K), X, Y, Z[:, :, :1], op, edge, slope, True, precision)[1]
         return out, P
     # the chain without a fused kernel: per-edge tensors (nnz, H), never (nnz, H, D)
     if rows is None or eid is None:
         raise RuntimeError(f"gnnsparse fusedmm: edge function {edge!r} runs unfused here and needs the "
                            "graph's rows/eid arrays (pass a GraphTensors)")
-    e = gs.sddmm(_csr(rowptr, col, None, K), X, Y, op)
+    e = _sddmm(_csr(rowptr, col, None, K), X, Y, op, precision)
     if edge == GAT_EDGE:
         P = _edge_softmax_impl(rowptr, rows, eid, _leaky(e, slope))
     elif edge == "softmax":
@@ -395,14 +402,14 @@ def fusedmm_op(rowptr: Tensor, col: Tensor, val: Optional[Tensor], t_rowptr: Opt
 
 
 @fusedmm_op.register_fake
-def _(rowptr, col, val, t_rowptr, t_col, t_perm, rows, eid, X, Y, Z, op, edge, slope, save):
+def _(rowptr, col, val, t_rowptr, t_col, t_perm, rows, eid, X, Y, Z, op, edge, slope, save, precision="fp32"):
     M, H = rowptr.shape[0] - 1, Z.shape[1]
     P = X.new_empty((col.shape[0], H) if _fused_keeps_edges(edge, save) else (0, H))
     return Z.new_empty((M, H, Z.shape[2])), P
 
 
 def _fusedmm_setup(ctx, inputs, output):
-    rowptr, col, val, t_rowptr, t_col, t_perm, rows, eid, X, Y, Z, op, edge, slope, save = inputs
+    rowptr, col, val, t_rowptr, t_col, t_perm, rows, eid, X, Y, Z, op, edge, slope, save = inputs[:15]
     ctx.op, ctx.edge, ctx.slope = op, edge, slope
     ctx.save_for_backward(rowptr, col, val, t_rowptr, t_col, t_perm, rows, eid, X, Y, Z, output[1])
 
@@ -423,7 +430,7 @@ def _fusedmm_backward(ctx, dOut, dP_user):
         w = P if vz is None else P * vz
         dZ = spmm_heads_op(t_rowptr, t_col, None, None, None, _take_rows(w, t_perm), dOut)
     if not (want_x or want_y or want_v):
-        return None, None, None, None, None, None, None, None, dX, dY, dZ, None, None, None, None
+        return None, None, None, None, None, None, None, None, dX, dY, dZ, None, None, None, None, None
     dw = sddmm_op(rowptr, col, None, None, None, None, dOut, Z, "dot").to(P.dtype)
     if want_v:
         dval = (dw * P).sum(1).to(val.dtype)
@@ -446,7 +453,7 @@ def _fusedmm_backward(ctx, dOut, dP_user):
             de = torch.where(positive, de, de * slope)
         dX, dY = _scores_backward(op, de.to(X.dtype), rowptr, col, t_rowptr, t_col, t_perm, eid, X, Y,
                                   want_x, want_y)
-    return None, None, dval, None, None, None, None, None, dX, dY, dZ, None, None, None, None
+    return None, None, dval, None, None, None, None, None, dX, dY, dZ, None, None, None, None, None
 
 
 fusedmm_op.register_autograd(_fusedmm_backward, setup_context=_fusedmm_setup)
@@ -459,7 +466,7 @@ def set_fusedmm_backward(mode: str) -> None:
     64 M-edge graph with 4 heads, per layer); "recompute" runs the fused kernel once more without
     the aggregation (the scores and the edge function only: for GAT's op="add" two scalar loads
     per edge and head). On a GAT layer of ogbn-arxiv's size the two took the same time within the
-    noise on the CPU device; on an H200 (tools/train_h200.py, 2026-11-30) "save" was 3 % faster on
+    noise on the CPU device; on an H200 (bench/train_vs_pyg.py, 2026-11-30) "save" was 3 % faster on
     that layer and took 31 % more memory on a products-sized one, so the default keeps the memory.
     Edge functions that run unfused (no fused kernel) always keep their values."""
     if mode not in ("recompute", "save"):

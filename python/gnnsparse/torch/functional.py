@@ -12,34 +12,32 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from .. import _ops
 from . import _library as L
 from .graph import GraphTensors, graph_tensors, self_loops
 
 __all__ = ["spmm", "sddmm", "fusedmm", "spmm_heads", "edge_softmax", "gcn_norm"]
 
-_FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
-
-def _check_choice(what, value, choices):
-    if value not in choices:
-        raise ValueError(f"{what} must be one of {', '.join(choices)}; got {value!r}")
-
-
-def _check_dense(name, x, dtype=None):
+def _check_dense(name, x, b=None, expect=None):
+    """A torch tensor whose dtype the backend (of its device, or b) runs: the frontend's check."""
     if not isinstance(x, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__} (gnnsparse.spmm takes other arrays)")
-    if x.dtype not in _FLOATS:
-        raise TypeError(f"{name} has dtype {x.dtype}; gnnsparse takes float32 / float64 (and float16 / bfloat16 "
-                        "on CUDA)")
-    if dtype is not None and x.dtype != dtype:
-        raise TypeError(f"{name} has dtype {x.dtype} but X has {dtype}; pass all dense inputs in one dtype")
+    return _ops.dense_dtype(b or _ops.backend_for(x), name, x, expect)
 
 
-def _same_device(x, **others):
-    for name, t in others.items():
-        if t.device != x.device:
-            raise ValueError(f"X is on {x.device} but {name} is on {t.device}; all dense inputs must live on one "
-                             "device")
+def _check_inputs(same_dtype=True, **named):
+    """The first tensor's dtype; the others on its device (and in its dtype): the frontend's checks."""
+    (n0, x0), *rest = named.items()
+    for name, t in rest:
+        if not isinstance(t, Tensor):
+            _check_dense(name, t)  # raises
+    b = _ops.backend_for(x0) if isinstance(x0, Tensor) else None
+    dt = _check_dense(n0, x0, b)
+    _ops.same_place(b, b.place(x0), **dict(rest))
+    for name, t in rest:
+        _check_dense(name, t, b, dt if same_dtype else None)
+    return dt
 
 
 def _values(g: GraphTensors, edge_weight: Optional[Tensor], val: Optional[Tensor]) -> Optional[Tensor]:
@@ -64,110 +62,68 @@ def _values(g: GraphTensors, edge_weight: Optional[Tensor], val: Optional[Tensor
 
 
 def spmm(A, X: Tensor, reduce: str = "sum", return_arg: bool = False, *, edge_weight: Optional[Tensor] = None,
-         val: Optional[Tensor] = None):
+         val: Optional[Tensor] = None, precision: str = "fp32"):
     """Y[i] = reduce over row i of val[k] * X[col[k]] (X (K, ...) -> Y (M, ...)); with
     return_arg (max/min) also arg: the CSR position of the winning edge, -1 for empty rows.
-    Differentiable in X and in the edge values (max/min route gradients to the winning edge)."""
-    _check_choice("reduce", reduce, L.REDUCTIONS)
-    if return_arg and reduce not in ("max", "min"):
-        raise ValueError("return_arg is only defined for reduce='max' or 'min'")
+    Differentiable in X and in the edge values (max/min route gradients to the winning edge).
+    Checks: gnnsparse._ops.check_spmm, as gnnsparse.spmm."""
     _check_dense("X", X)
     g = graph_tensors(A, X)
-    M, K = g.shape
-    if X.dim() == 0 or X.shape[0] != K:
-        raise ValueError(f"X has shape {tuple(X.shape)} but A is {M} x {K}: X needs {K} rows")
+    c = _ops.check_spmm(g.shape, X.shape, reduce, return_arg, precision)
     v = L._val_for(_values(g, edge_weight, val), X)
-    tail = X.shape[1:]
-    C = 1
-    for s in tail:
-        C *= s
-    Y, arg = L.spmm_op(g.rowptr, g.col, v, g.t_rowptr, g.t_col, g.t_perm, X.reshape(K, C), reduce)
-    Y = Y.reshape((M,) + tuple(tail))
+    Y, arg = L.spmm_op(g.rowptr, g.col, v, g.t_rowptr, g.t_col, g.t_perm, X.reshape(c.K, c.C), reduce, precision)
+    Y = Y.reshape((c.M,) + c.tail)
     if return_arg:
-        return Y, arg.reshape((M,) + tuple(tail))
+        return Y, arg.reshape((c.M,) + c.tail)
     return Y
 
 
-def _score_shapes(g, X, Y, op):
-    M, K = g.shape
-    if X.dim() == 0 or X.shape[0] != M:
-        raise ValueError(f"X has shape {tuple(X.shape)} but A is {M} x {K}: X needs {M} rows")
-    if Y.dim() == 0 or Y.shape[0] != K:
-        raise ValueError(f"Y has shape {tuple(Y.shape)} but A is {M} x {K}: Y needs {K} rows")
-    if X.shape[1:] != Y.shape[1:]:
-        raise ValueError(f"X {tuple(X.shape)} and Y {tuple(Y.shape)} must agree beyond their first axis")
-    if op == "dot":
-        if X.dim() not in (2, 3):
-            raise ValueError(f"'dot' takes X of shape (M, F) or (M, H, F), got {tuple(X.shape)}")
-        if X.dim() == 2:
-            return X.unsqueeze(1), Y.unsqueeze(1), True
-        return X, Y, False
-    if X.dim() not in (1, 2):
-        raise ValueError(f"'add' takes X of shape (M,) or (M, H), got {tuple(X.shape)}")
-    if X.dim() == 1:
-        return X.unsqueeze(1), Y.unsqueeze(1), True
-    return X, Y, False
+def _heads(X, Y, s):
+    """X, Y with the head axis the ops take (check_sddmm's shapes)."""
+    return X.reshape(s.x_shape).contiguous(), Y.reshape(s.y_shape).contiguous()
 
 
-def sddmm(A, X: Tensor, Y: Tensor, op: str = "dot") -> Tensor:
+def sddmm(A, X: Tensor, Y: Tensor, op: str = "dot", *, precision: str = "fp32") -> Tensor:
     """Per stored entry k = (i, j): 'dot' -> <X[i], Y[j]> over the last axis ((M, F) -> (nnz,),
     (M, H, F) -> (nnz, H)); 'add' -> X[i] + Y[j] ((M,) -> (nnz,), (M, H) -> (nnz, H)). CSR order
     (A.edges_to_input_order for the caller's order). Differentiable in X and Y."""
-    _check_choice("op", op, L.SDDMM_OPS)
-    _check_dense("X", X)
-    _check_dense("Y", Y, X.dtype)
-    _same_device(X, Y=Y)
+    _check_inputs(X=X, Y=Y)
     g = graph_tensors(A, X)
-    X3, Y3, squeeze = _score_shapes(g, X, Y, op)
-    E = L.sddmm_op(g.rowptr, g.col, g.t_rowptr, g.t_col, g.t_perm, g.eid, X3.contiguous(), Y3.contiguous(), op)
-    return E.reshape(-1) if squeeze else E
+    s = _ops.check_sddmm(g.shape, X.shape, Y.shape, op, precision)
+    X3, Y3 = _heads(X, Y, s)
+    E = L.sddmm_op(g.rowptr, g.col, g.t_rowptr, g.t_col, g.t_perm, g.eid, X3, Y3, op, precision)
+    return E.reshape(-1) if s.squeeze else E
 
 
 def fusedmm(A, X: Tensor, Y: Tensor, Z: Tensor, op: str = "dot", edge: str = "none", slope: float = 0.2,
             return_edges: bool = False, *, edge_weight: Optional[Tensor] = None, val: Optional[Tensor] = None,
-            save_edges: Optional[bool] = None):
+            save_edges: Optional[bool] = None, precision: str = "fp32"):
     """Out[i] = sum_k w_k Z[col k], w = edge(sddmm(A, X, Y, op)) * val, per head, in one pass.
 
     edge: none, leaky_relu (slope), exp, softmax (per row and head), or leaky_relu_softmax (GAT:
     leaky_relu, then the row softmax). Z (K, D) for one head or (K, H, D); Out (M, D) / (M, H, D).
     return_edges also returns w (CSR order). save_edges: keep the edge function's values for the
     backward pass instead of recomputing them (default: set_fusedmm_backward)."""
-    _check_choice("op", op, L.SDDMM_OPS)
-    _check_choice("edge", edge, L.EDGE_FUNCTIONS)
-    _check_dense("X", X)
-    _check_dense("Y", Y, X.dtype)
-    _check_dense("Z", Z, X.dtype)
-    _same_device(X, Y=Y, Z=Z)
+    _check_inputs(X=X, Y=Y, Z=Z)
     g = graph_tensors(A, X)
-    M, K = g.shape
-    X3, Y3, squeeze = _score_shapes(g, X, Y, op)
-    H = X3.shape[1]
-    if Z.dim() == 2 and H == 1:
-        Z3 = Z.unsqueeze(1)
-    elif Z.dim() == 3 and Z.shape[1] == H:
-        Z3 = Z
-    else:
-        raise ValueError(f"Z has shape {tuple(Z.shape)}; with {H} head(s) it must be (K, D) (one head) or (K, {H}, D)")
-    if Z.shape[0] != K:
-        raise ValueError(f"Z has shape {tuple(Z.shape)} but A is {M} x {K}: Z needs {K} rows")
+    c = _ops.check_fusedmm(g.shape, X.shape, Y.shape, Z.shape, op, edge, precision)
+    X3, Y3 = _heads(X, Y, c.scores)
     v = L._val_for(_values(g, edge_weight, val), X)
     save = bool(return_edges) or (save_edges if save_edges is not None else L.fusedmm_backward_mode() == "save")
-    out, P = L.fusedmm_op(g.rowptr, g.col, v, g.t_rowptr, g.t_col, g.t_perm, g.rows, g.eid, X3.contiguous(),
-                          Y3.contiguous(), Z3.contiguous(), op, edge, float(slope), save)
+    out, P = L.fusedmm_op(g.rowptr, g.col, v, g.t_rowptr, g.t_col, g.t_perm, g.rows, g.eid, X3, Y3,
+                          Z.reshape(c.z_shape).contiguous(), op, edge, float(slope), save, precision)
     if Z.dim() == 2:
-        out = out.reshape(M, Z.shape[1])
+        out = out.reshape(g.num_rows, c.D)
     if not return_edges:
         return out
     w = P if v is None else P * v.to(P.dtype)[:, None]
-    return out, (w.reshape(-1) if squeeze else w)
+    return out, (w.reshape(-1) if c.scores.squeeze else w)
 
 
 def spmm_heads(A, W: Tensor, Z: Tensor) -> Tensor:
     """Out[i, h] = sum_k W[k, h] * Z[col k, h]: W (nnz, H) per-edge, per-head weights (CSR order),
     Z (K, H, D) -> (M, H, D). Differentiable in W and Z."""
-    _check_dense("Z", Z)
-    _check_dense("W", W)
-    _same_device(Z, W=W)
+    _check_inputs(same_dtype=False, Z=Z, W=W)
     g = graph_tensors(A, Z)
     M, K = g.shape
     if Z.dim() != 3 or Z.shape[0] != K:

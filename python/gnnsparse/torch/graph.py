@@ -17,12 +17,12 @@ stable argsort of col, so t_perm is the same permutation as gnnsparse.CSR.T.perm
 """
 from __future__ import annotations
 
-import warnings
 from typing import NamedTuple, Optional
 
-import numpy as np
 import torch
 from torch import Tensor
+
+from .. import _arrays
 
 INT32_MAX = 2**31 - 1
 
@@ -133,35 +133,10 @@ def _device_of(like) -> torch.device:
     return dev
 
 
-def host_tensor(a: np.ndarray) -> Tensor:
-    """A CPU tensor over a NumPy array without copying it, read-only arrays included (a CSR's host
-    arrays are read-only; these tensors are only read by the ops)."""
-    a = np.ascontiguousarray(a)
-    if a.flags.writeable:
-        return torch.from_numpy(a)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # "the given NumPy array is not writable"
-        return torch.from_numpy(a)
-
-
-def _as_tensor(a, device: torch.device) -> Tensor:
-    from .. import _arrays
-
-    if isinstance(a, Tensor):
-        return a.to(device)
-    if _arrays.kind(a) == "numpy":
-        return host_tensor(np.asarray(a)).to(device)
-    if _arrays.kind(a) == "cuda":
-        return torch.as_tensor(a, device=device)
-    return host_tensor(_arrays.to_numpy(a)).to(device)
-
-
 def _where(A) -> str:
     r = A.rowptr
     if isinstance(r, Tensor):
         return str(r.device)
-    from .. import _arrays
-
     k = _arrays.kind(r)
     return "host memory (NumPy)" if k == "numpy" else ("a CUDA device" if k == "cuda" else "a SYCL USM device")
 
@@ -182,21 +157,19 @@ def graph_tensors(A, like="cpu") -> GraphTensors:
     if not hasattr(A, "rowptr") or not hasattr(A, "shape"):
         raise TypeError(f"expected a gnnsparse.CSR or GraphTensors, got {type(A).__name__} "
                         "(gnnsparse.as_graph makes one from edge_index, PyG Data, SparseTensor, ...)")
-    from .. import _arrays
-
     kind = _arrays.kind(A.rowptr)
     if kind != "numpy":
         here = A.rowptr.device if isinstance(A.rowptr, Tensor) else None
         if kind == "usm" or (here is not None and here != dev) or (here is None and dev.type != "cuda"):
             raise ValueError(f"the graph lives on {_where(A)} but the features are on {dev}; move one of them "
                              "(A.to_like(x), or build the graph on the features' device)")
-    cache = A.__dict__.setdefault("_gnnsparse_torch", {})
+    cache = A.derived("torch.graph_tensors", dict)  # per device, and the values' device copies
     key = str(dev)
     g = cache.get(key)
     if g is None:
-        rowptr, col = _as_tensor(A.rowptr, dev), _as_tensor(A.col, dev)
+        rowptr, col = _arrays.to_torch(A.rowptr, dev), _arrays.to_torch(A.col, dev)
         perm = getattr(A, "edge_perm", None)
-        g = build(rowptr, col, None, A.shape[1], None if perm is None else _as_tensor(perm, dev),
+        g = build(rowptr, col, None, A.shape[1], None if perm is None else _arrays.to_torch(perm, dev),
                   itype=torch.int64 if str(A.rowptr.dtype).endswith("int64") else torch.int32)
         cache[key] = g
     val = A.val
@@ -211,7 +184,7 @@ def graph_tensors(A, like="cpu") -> GraphTensors:
     if hit is None or hit[0] is not val:
         for k in [k for k in cache if isinstance(k, tuple) and k[:2] == (key, "val")]:
             del cache[k]
-        hit = cache[vkey] = (val, _as_tensor(val, dev))
+        hit = cache[vkey] = (val, _arrays.to_torch(val, dev))
     return g._replace(val=hit[1])
 
 

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Kernel performance on one NVIDIA GPU in one call: install the wheel of .whl/ (tools/gpu_wheel.sh),
+# Kernel performance on one NVIDIA GPU in one call (through tools/gpu_run.sh): the wheel of .whl/ (tools/gpu_wheel.sh),
 # bench_cuda --suite issue for this build ("after") and, when .whl/bench_cuda_before exists (the same
 # bench source linked against the previous kernels), for that one ("before"), the locality-reordering
-# bench, then the max/min infinity checks and the CUDA and reordering tests, and a before/after table.
+# bench, then the max/min infinity checks (tests/gpu/inf_check.py) and the CUDA and reordering tests, and a
+# before/after table.
 #
-#   OUT=/some/dir bash tools/perf_h200.sh [tests|bench|all]     (default all)
+#   OUT=/some/dir bash tools/gpu_perf.sh [tests|bench|all]     (default all)
 #
 # Optional: a pymetis wheel in .whl/ (installed next to the package) enables method="metis".
 # Everything lands in $OUT: log.txt, issue_after.csv, issue_before.csv, reorder.csv, summary.txt.
@@ -19,41 +20,6 @@ export PYTEST_ADDOPTS="-W ignore::UserWarning -W ignore::DeprecationWarning -p n
 metis=$(ls "$ROOT"/.whl/pymetis-*.whl 2>/dev/null | head -1)
 [ -n "$metis" ] && "$PY" -m pip install -q --no-deps --no-index --target "$SITE" "$metis" >/dev/null 2>&1
 cmds=()
-# max / min edge cases of the branch-free update, against the oracle: rows whose messages all equal
-# the initial value (-inf for max, +inf for min), infinities mixed with NaN, every C path
-cat > "$OUT/inf_check.py" <<'CHK'
-import numpy as np, torch, gnnsparse as gs
-rng = np.random.default_rng(7)
-bad = 0
-for C in (1, 16, 33, 128, 129):
-    for case in ("short", "mixed"):
-        K = 500
-        if case == "short":
-            deg = rng.integers(0, 12, 3000)
-        else:  # empty rows, warp rows (33..256 entries) and two hubs (far beyond 16x the mean)
-            deg = rng.integers(0, 8, 3000)
-            deg[rng.integers(0, 3000, 60)] = rng.integers(33, 257, 60)
-            deg[[17, 1800]] = [40000, 9000]
-        rowptr = np.zeros(len(deg) + 1, np.int64)
-        np.cumsum(deg, out=rowptr[1:])
-        M = len(deg)
-        col = rng.integers(0, K, int(rowptr[-1])).astype(np.int32)
-        A = gs.CSR(rowptr.astype(np.int32), col, None, (M, K))
-        X = rng.standard_normal((K, C)).astype(np.float32)
-        X[rng.random((K, C)) < 0.5] = -np.inf
-        X[rng.random((K, C)) < 0.2] = np.inf
-        X[rng.random((K, C)) < 0.002] = np.nan
-        X[:, 0] = -np.inf  # column 0: every message -inf (max) ...
-        if C > 1:
-            X[:, 1] = np.inf  # ... column 1: every message +inf (min)
-        for red in ("max", "min"):
-            y, a = gs.spmm(A, torch.from_numpy(X).cuda(), red, return_arg=True)
-            ry, ra = gs.reference.spmm(A, X, red, return_arg=True, dtype=np.float32)
-            ok = np.array_equal(y.cpu().numpy(), ry, equal_nan=True) and np.array_equal(a.cpu().numpy(), ra)
-            bad += not ok
-            print(f"C={C} {case} {red}: {'ok' if ok else 'MISMATCH'}")
-raise SystemExit(bad)
-CHK
 if [ "$WHAT" = bench ] || [ "$WHAT" = all ]; then
   cmds+=("timeout 150 bench_cuda --suite issue --reps 30 --repeats 10 --csv $OUT/issue_after.csv")
   [ -x "$ROOT/.whl/bench_cuda_before" ] && \
@@ -61,10 +27,10 @@ if [ "$WHAT" = bench ] || [ "$WHAT" = all ]; then
   cmds+=("timeout 150 $PY -m gnnsparse.bench.reorder --n 1000000 --degree 20 --classes 1000 --widths 32,128 --reps 20 --csv $OUT/reorder.csv")
 fi
 if [ "$WHAT" = tests ] || [ "$WHAT" = all ]; then
-  cmds+=("$PY $OUT/inf_check.py > $OUT/inf_check.txt 2>&1; r=\$?; grep -c ': ok' $OUT/inf_check.txt; grep -v ': ok' $OUT/inf_check.txt | tail -5; exit \$r")
+  cmds+=("$PY $ROOT/tests/gpu/inf_check.py > $OUT/inf_check.txt 2>&1; r=\$?; grep -c ': ok' $OUT/inf_check.txt; grep -v ': ok' $OUT/inf_check.txt | tail -5; exit \$r")
   cmds+=("timeout 200 $PY -m pytest -q -x $ROOT/tests/test_cuda.py $ROOT/tests/test_reorder.py 2>&1 | tail -15")
 fi
-OUT=$OUT SITE=$SITE bash "$ROOT/tools/h200.sh" "${cmds[@]}"
+OUT=$OUT SITE=$SITE bash "$ROOT/tools/gpu_run.sh" "${cmds[@]}"
 rc=$?
 "$PY" - "$OUT" <<'PY' | tee "$OUT/summary.txt"
 import csv, os, sys

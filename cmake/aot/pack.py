@@ -1,8 +1,8 @@
 """Read and write gnnsparse kernel packs (the format of sycl/kernel_store.hpp).
 
-    python tools/aot/pack.py list  PACK                 # key, kernel entry point, bytes
-    python tools/aot/pack.py split PACK DIR             # DIR/<key>.spv and DIR/<key>.name per instance
-    python tools/aot/pack.py join  OUT DIR SOURCE_HASH  # a pack of DIR/<key>.bin (device binaries)
+    python cmake/aot/pack.py list  PACK                 # key, kernel entry point, bytes
+    python cmake/aot/pack.py split PACK DIR             # DIR/<key>.spv and DIR/<key>.name per instance
+    python cmake/aot/pack.py join  OUT DIR SOURCE_HASH  # a pack of DIR/<key>.bin (device binaries)
 
 A pack: "GNNSPV01" (SPIR-V) or "GNNBIN01" (device binaries) | u64 source hash | u32 count |
 count records (u64 key, u32 name offset, u32 name length, u64 blob offset, u64 blob length,

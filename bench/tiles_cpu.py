@@ -1,9 +1,10 @@
 """Tiled vs sparse SYCL SpMM on the OpenCL CPU device, against NumPy's dense product and scipy.
 
-    python tools/tiles_cpu_bench.py [--grid] [--sweep] [--reps 5] [--json out.json]
+    python bench/tiles_cpu.py [--grid] [--sweep] [--reps 5] [--json out.json]
 
 --grid: M, K in 1024..4096 (the smaller cases of the dense-ish grid), density 0.3 / 0.2 / 0.1,
-width N = 32 / 128, entries uniformly random, values and features uniform in [-1, 1]. Per case,
+width N = 32 / 128, round(density * K) uniformly placed entries per row with N(0, 1) values
+(gnnsparse.bench.generators.grid_matrix), features uniform in [-1, 1]. Per case,
 in one process: gs.spmm with GNNSPARSE_SYCL_TILES=on (tiled kernel) and =off (sparse kernel),
 NumPy A_dense @ X (the densify, A.toarray(), timed separately and not included), scipy A @ X.
 Median of --reps rounds (the methods alternate within a round) after one warm-up round. Results are checked first (tiled == sparse
@@ -17,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 
@@ -25,19 +25,22 @@ import numpy as np
 import scipy.sparse as sp
 
 import gnnsparse as gs
+from gnnsparse.bench import generators, timing
 
 
 def case(M, K, d, seed=0):
-    rng = np.random.default_rng(seed)
-    nnz = int(round(d * M * K))
-    flat = rng.choice(M * K, size=nnz, replace=False)
-    flat.sort()
-    rows, cols = np.divmod(flat, K)
-    vals = rng.uniform(-1, 1, nnz).astype(np.float32)
-    S = sp.csr_matrix((vals, (rows, cols)), shape=(M, K))
-    S.sort_indices()
-    A = gs.CSR(S.indptr.astype(np.int32), S.indices.astype(np.int32), S.data.astype(np.float32), (M, K))
-    return A, S
+    """(A, the same matrix in scipy): the dense-ish grid's generator (gnnsparse.bench.generators)."""
+    A = generators.grid_matrix(M, K, d, seed)
+    return A, A.to_scipy()
+
+
+def _alternating(fns, reps):
+    """{name: median seconds}: one warm-up call each, then the methods alternate one call per round,
+    so a change in the machine's load hits them alike (gnnsparse.bench.timing.wall)."""
+    for f in fns.values():
+        f()
+    ts = timing.wall({k: (lambda i, f=f: f()) for k, f in fns.items()}, rounds=reps, warmup=0)
+    return {k: timing.median(v) for k, v in ts.items()}
 
 
 def spmm_mode(A, X, mode):
@@ -58,18 +61,7 @@ def run_case(M, K, d, N, reps, dense=True):
         row["densify_s"] = time.perf_counter() - t0
         fns["numpy_s"] = lambda: D @ X
         fns["scipy_s"] = lambda: S @ X
-    # the methods alternate (one call each per round, after one warm-up round), so a change in the
-    # machine's load hits them alike; the median over the rounds is reported
-    times = {k: [] for k in fns}
-    for f in fns.values():
-        f()
-    for _ in range(reps):
-        for k, f in fns.items():
-            t0 = time.perf_counter()
-            f()
-            times[k].append(time.perf_counter() - t0)
-    for k, ts in times.items():
-        row[k] = statistics.median(ts)
+    row.update(_alternating(fns, reps))
     os.environ.pop("GNNSPARSE_SYCL_TILES", None)
     return row
 
@@ -92,16 +84,7 @@ def run_sddmm_case(M, K, d, F, reps, dense=True):
     fns = {"tiles_s": lambda: sd("on"), "sparse_s": lambda: sd("off")}
     if dense:
         fns["numpy_s"] = lambda: X @ Y.T
-    times = {k: [] for k in fns}
-    for f in fns.values():
-        f()
-    for _ in range(reps):
-        for k, f in fns.items():
-            t0 = time.perf_counter()
-            f()
-            times[k].append(time.perf_counter() - t0)
-    for k, ts in times.items():
-        row[k] = statistics.median(ts)
+    row.update(_alternating(fns, reps))
     os.environ.pop("GNNSPARSE_SYCL_TILES", None)
     return row
 

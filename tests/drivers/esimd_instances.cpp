@@ -1,6 +1,6 @@
 // Prints the registered names of every ESIMD kernel instance the launchers can pick for one entry
 // file (sycl/esimd_policy.hpp, all_instance_names), one per line. Used by esimd_aot.sh.
-//   g++ -std=c++17 -I sycl -I include tools/aot/esimd_instances.cpp -o esimd_instances
+//   g++ -std=c++17 -I sycl -I include tests/drivers/esimd_instances.cpp -o esimd_instances
 //   ./esimd_instances esimd/sddmm.hpp
 #include <cstdio>
 

@@ -3,8 +3,8 @@
 boundary, on one GPU, each checked against gnnsparse.reference on sampled rows / edges computed on
 the host independently of the kernels.
 
-    python tools/scale_check.py                      # H200: ~2.25e9 edges (defaults below)
-    python tools/scale_check.py --device cpu --small # a small dry run of the same checks (SYCL CPU)
+    python tests/gpu/scale_check.py                      # H200: ~2.25e9 edges (defaults below)
+    python tests/gpu/scale_check.py --device cpu --small # a small dry run of the same checks (SYCL CPU)
 
 Part 1, int64, nnz > 2^31: M = K = 2^24 nodes, random degrees (mean ~134, 5% empty rows), one hub
 row of 20 M edges placed so that its edges straddle entry 2^31 (the hub segments and their combine

@@ -1,6 +1,6 @@
 """Accuracy of the XMX tiled SpMM (sycl/kernels/esimd/tiles.hpp) on the host shim's dpas model.
 
-    python tools/tiles_xmx_accuracy.py
+    python bench/tiles_xmx_accuracy.py
 
 Builds the shim library (tests/esimd_shim/shim_driver.cpp with SHIM_PART=4, g++), runs the kernel
 in 3xTF32 and tf32 on dense-ish random matrices (values and features uniform in [-1, 1]) and prints

@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_bench.cuh"
 #include "gnnsparse/args.hpp"
 #include "gnnsparse/cuda.hpp"
 #include "tiled.hpp"
@@ -46,22 +47,6 @@ using gnnsparse::SddmmOp;
 using gnnsparse::SpmmArgs;
 namespace gc = gnnsparse::cuda;
 
-#define CK(x)                                                                                  \
-  do {                                                                                         \
-    cudaError_t e_ = (x);                                                                      \
-    if (e_ != cudaSuccess) {                                                                   \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));      \
-      exit(1);                                                                                 \
-    }                                                                                          \
-  } while (0)
-#define CS(x)                                                                                  \
-  do {                                                                                         \
-    cusparseStatus_t s_ = (x);                                                                 \
-    if (s_ != CUSPARSE_STATUS_SUCCESS) {                                                       \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cusparseGetErrorString(s_));  \
-      exit(1);                                                                                 \
-    }                                                                                          \
-  } while (0)
 #define CB(x)                                                                                  \
   do {                                                                                         \
     cublasStatus_t s_ = (x);                                                                   \
@@ -75,12 +60,6 @@ static const Precision kPrecs[3] = {Precision::fp32, Precision::tf32, Precision:
 static const char* kPrecName[3] = {"fp32", "tf32", "bf16"};
 
 // ---- generation -------------------------------------------------------------------------------
-__host__ __device__ inline uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 __device__ inline bool keep(uint64_t seed, int64_t i, int64_t j, uint32_t thresh) {
   return static_cast<uint32_t>(mix(seed ^ mix(static_cast<uint64_t>(i) * 0x100000001b3ull + j)) >> 32) < thresh;
 }
@@ -101,10 +80,6 @@ __global__ void gen_rows(int* deg, const int* rowptr, int* col, int64_t M, int64
   }
   if (!pass && lane == 0) deg[i] = n;
 }
-__global__ void rand_fill(float* x, int64_t n, uint64_t seed) {
-  const int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (k < n) x[k] = static_cast<float>((mix(seed * 0x1234567ull + k) >> 40) * (1.0 / 16777216.0) * 2.0 - 1.0);
-}
 __global__ void densify(const int* rowptr, const int* col, const float* val, float* D, int64_t M,
                         int64_t K) {
   const int lane = threadIdx.x & 31;
@@ -118,29 +93,6 @@ __global__ void to_bf16(const float* x, __nv_bfloat16* y, int64_t n) {
     y[k] = __float2bfloat16_rn(x[k]);
 }
 
-struct Csr {
-  int64_t M = 0, K = 0, nnz = 0;
-  int* rowptr = nullptr;
-  int* col = nullptr;
-  float* val = nullptr;
-  std::vector<int> h_rowptr;
-  CsrView view() const {
-    CsrView v;
-    v.itype = IType::i32;
-    v.rowptr = rowptr;
-    v.col = col;
-    v.val = val;
-    v.M = M;
-    v.K = K;
-    v.nnz = nnz;
-    return v;
-  }
-  void free_all() {
-    cudaFree(rowptr);
-    cudaFree(col);
-    cudaFree(val);
-  }
-};
 
 static CsrView no_val(CsrView v) {
   v.val = nullptr;
@@ -159,13 +111,7 @@ static Csr make_matrix(int64_t M, int64_t K, double density, uint64_t seed) {
   const unsigned blocks = static_cast<unsigned>((M * 32 + 255) / 256);
   gen_rows<<<blocks, 256>>>(deg, nullptr, nullptr, M, K, thresh, seed, 0);
   CK(cudaGetLastError());
-  size_t tb = 0;
-  cub::DeviceScan::ExclusiveSum(nullptr, tb, deg, A.rowptr, M + 1);
-  void* tmp;
-  CK(cudaMalloc(&tmp, tb));
-  cub::DeviceScan::ExclusiveSum(tmp, tb, deg, A.rowptr, M + 1);
-  CK(cudaDeviceSynchronize());
-  cudaFree(tmp);
+  degrees_to_rowptr(deg, A.rowptr, M + 1);
   cudaFree(deg);
   A.h_rowptr.resize(M + 1);
   CK(cudaMemcpy(A.h_rowptr.data(), A.rowptr, (M + 1) * sizeof(int), cudaMemcpyDeviceToHost));
@@ -178,18 +124,6 @@ static Csr make_matrix(int64_t M, int64_t K, double density, uint64_t seed) {
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
   return A;
-}
-
-static float* dalloc(int64_t n) {
-  float* p;
-  CK(cudaMalloc(&p, std::max<int64_t>(1, n) * sizeof(float)));
-  return p;
-}
-static float* drand(int64_t n, uint64_t seed) {
-  float* p = dalloc(n);
-  rand_fill<<<static_cast<unsigned>((n + 255) / 256), 256>>>(p, n, seed);
-  CK(cudaGetLastError());
-  return p;
 }
 
 // ---- fp64 references on sampled rows -------------------------------------------------------------
@@ -321,149 +255,13 @@ static double err_entries(const float* E, const Csr& A, const Sample& s, const s
   }
   return d / std::max(m, 1e-30);
 }
-__global__ void bits_differ(const unsigned* a, const unsigned* b, int64_t n, unsigned* out) {
-  unsigned any = 0;
-  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n;
-       k += int64_t(gridDim.x) * blockDim.x)
-    any |= a[k] ^ b[k];
-  if (any) atomicOr(out, 1u);  // harness-only check
-}
-static bool same_bits(const float* a, const float* b, int64_t n) {
-  unsigned* d;
-  CK(cudaMalloc(&d, sizeof(unsigned)));
-  CK(cudaMemset(d, 0, sizeof(unsigned)));
-  bits_differ<<<1024, 256>>>(reinterpret_cast<const unsigned*>(a), reinterpret_cast<const unsigned*>(b), n, d);
-  unsigned h;
-  CK(cudaMemcpy(&h, d, sizeof(h), cudaMemcpyDeviceToHost));
-  cudaFree(d);
-  return h == 0;
-}
-
-// ---- timing ---------------------------------------------------------------------------------------
-struct Timer {
-  cudaEvent_t a, b;
-  void* flush = nullptr;
-  size_t flush_bytes = 128u << 20;
-  int reps = 20;
-  bool do_flush = true;
-  Timer() {
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    CK(cudaMalloc(&flush, flush_bytes));
-  }
-  double median_us(const std::function<void()>& f) {
-    for (int w = 0; w < 2; ++w) f();
-    CK(cudaDeviceSynchronize());
-    std::vector<float> t(reps);
-    for (int r = 0; r < reps; ++r) {
-      if (do_flush) CK(cudaMemsetAsync(flush, r & 0xff, flush_bytes));
-      CK(cudaEventRecord(a));
-      f();
-      CK(cudaEventRecord(b));
-      CK(cudaEventSynchronize(b));
-      CK(cudaEventElapsedTime(&t[r], a, b));
-    }
-    CK(cudaGetLastError());
-    std::sort(t.begin(), t.end());
-    return 1000.0 * t[reps / 2];
-  }
-};
-
 // ---- references: cuSPARSE, cuBLAS, gnnsparse sparse kernels ------------------------------------------
+// (the timer, the generator of values and the cuSPARSE calls: bench/cuda_bench.cuh)
 struct Libs {
-  cusparseHandle_t sp;
+  CuSparse sp;
   cublasHandle_t bl;
-  Libs() {
-    CS(cusparseCreate(&sp));
-    CB(cublasCreate(&bl));
-  }
+  Libs() { CB(cublasCreate(&bl)); }
 };
-
-// Fastest of CSR ALG1/2/3; Y holds the fastest algorithm's result.
-static double cusparse_spmm(Libs& L, Timer& tm, const Csr& A, const float* X, float* Y, int64_t N,
-                            std::string& name) {
-  cusparseSpMatDescr_t a;
-  cusparseDnMatDescr_t x, y;
-  CS(cusparseCreateCsr(&a, A.M, A.K, A.nnz, A.rowptr, A.col, A.val, CUSPARSE_INDEX_32I,
-                       CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F));
-  CS(cusparseCreateDnMat(&x, A.K, N, N, const_cast<float*>(X), CUDA_R_32F, CUSPARSE_ORDER_ROW));
-  CS(cusparseCreateDnMat(&y, A.M, N, N, Y, CUDA_R_32F, CUSPARSE_ORDER_ROW));
-  const float one = 1.f, zero = 0.f;
-  const cusparseSpMMAlg_t algs[] = {CUSPARSE_SPMM_CSR_ALG1, CUSPARSE_SPMM_CSR_ALG2, CUSPARSE_SPMM_CSR_ALG3};
-  const char* names[] = {"ALG1", "ALG2", "ALG3"};
-  double best = -1;
-  int besti = -1;
-  for (int ai = 0; ai < 3; ++ai) {
-    size_t bytes = 0;
-    if (cusparseSpMM_bufferSize(L.sp, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE,
-                                &one, a, x, &zero, y, CUDA_R_32F, algs[ai], &bytes) != CUSPARSE_STATUS_SUCCESS)
-      continue;
-    void* buf = nullptr;
-    CK(cudaMalloc(&buf, std::max<size_t>(bytes, 16)));
-    if (cusparseSpMM_preprocess(L.sp, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE,
-                                &one, a, x, &zero, y, CUDA_R_32F, algs[ai], buf) != CUSPARSE_STATUS_SUCCESS) {
-      cudaFree(buf);
-      continue;
-    }
-    auto run = [&] {
-      cusparseSpMM(L.sp, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE, &one, a,
-                   x, &zero, y, CUDA_R_32F, algs[ai], buf);
-    };
-    const double t = tm.median_us(run);
-    if (best < 0 || t < best) { best = t; besti = ai; }
-    cudaFree(buf);
-  }
-  if (besti >= 0) {
-    size_t bytes = 0;
-    CS(cusparseSpMM_bufferSize(L.sp, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE,
-                               &one, a, x, &zero, y, CUDA_R_32F, algs[besti], &bytes));
-    void* buf;
-    CK(cudaMalloc(&buf, std::max<size_t>(bytes, 16)));
-    CS(cusparseSpMM_preprocess(L.sp, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE,
-                               &one, a, x, &zero, y, CUDA_R_32F, algs[besti], buf));
-    CS(cusparseSpMM(L.sp, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE, &one, a,
-                    x, &zero, y, CUDA_R_32F, algs[besti], buf));
-    CK(cudaDeviceSynchronize());
-    cudaFree(buf);
-    name = names[besti];
-  } else {
-    name = "none";
-  }
-  cusparseDestroySpMat(a);
-  cusparseDestroyDnMat(x);
-  cusparseDestroyDnMat(y);
-  return best;
-}
-
-static double cusparse_sddmm(Libs& L, Timer& tm, const Csr& A, const float* X, const float* Y,
-                             float* E, int64_t F) {
-  cusparseSpMatDescr_t c;
-  CS(cusparseCreateCsr(&c, A.M, A.K, A.nnz, A.rowptr, A.col, E, CUSPARSE_INDEX_32I,
-                       CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F));
-  cusparseDnMatDescr_t x, y;
-  CS(cusparseCreateDnMat(&x, A.M, F, F, const_cast<float*>(X), CUDA_R_32F, CUSPARSE_ORDER_ROW));
-  CS(cusparseCreateDnMat(&y, F, A.K, F, const_cast<float*>(Y), CUDA_R_32F, CUSPARSE_ORDER_COL));
-  const float one = 1.f, zero = 0.f;
-  size_t bytes = 0;
-  CS(cusparseSDDMM_bufferSize(L.sp, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE,
-                              &one, x, y, &zero, c, CUDA_R_32F, CUSPARSE_SDDMM_ALG_DEFAULT, &bytes));
-  void* buf;
-  CK(cudaMalloc(&buf, std::max<size_t>(bytes, 16)));
-  CS(cusparseSDDMM_preprocess(L.sp, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE,
-                              &one, x, y, &zero, c, CUDA_R_32F, CUSPARSE_SDDMM_ALG_DEFAULT, buf));
-  auto run = [&] {
-    cusparseSDDMM(L.sp, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE, &one, x, y,
-                  &zero, c, CUDA_R_32F, CUSPARSE_SDDMM_ALG_DEFAULT, buf);
-  };
-  const double t = tm.median_us(run);
-  run();
-  CK(cudaDeviceSynchronize());
-  cudaFree(buf);
-  cusparseDestroySpMat(c);
-  cusparseDestroyDnMat(x);
-  cusparseDestroyDnMat(y);
-  return t;
-}
 
 // Row-major C (m x n) = A (m x k) * B (k x n) through column-major cuBLAS: C^T = B^T A^T.
 // prec 0: fp32 SGEMM, 1: TF32 tensor cores, 2: bf16 inputs (A16, B16), bf16 output.
@@ -550,7 +348,7 @@ static CaseResult run_spmm(Libs& L, Timer& tm, const Csr& A, const gc::TileCache
     a.Y = Y2;
     gc::tiled_spmm(a, &tc, 0);
     CK(cudaDeviceSynchronize());
-    const bool bitwise = same_bits(Y, Y2, A.M * N);
+    const bool bitwise = same_bits(Y, Y2, A.M * N * 4);
     check(bitwise, "tiled spmm bitwise run to run", kPrecName[pi], A.M, A.K, N);
     check(err[pi] <= kTol[pi], "tiled spmm error", kPrecName[pi], A.M, A.K, N);
     if (pi == 0) {  // the unsplit path (what sm_80 runs) must agree too
@@ -570,7 +368,9 @@ static CaseResult run_spmm(Libs& L, Timer& tm, const Csr& A, const gc::TileCache
   double cusp_err = 0;
   std::string alg = "-";
   if (o.cusparse) {
-    cr.cusp_us = cusparse_spmm(L, tm, A, X, Y, N, alg);
+    int ai = -1;
+    cr.cusp_us = cusparse_spmm(L.sp, tm, A, X, Y, N, &ai);
+    alg = ai >= 0 ? kCusparseSpmmAlg[ai] + 4 : "none";  // ALG1 ...
     cusp_err = err_rows(Y, N, smp, ref);
     maxerr("spmm cuSPARSE fp32", cusp_err);
     csv_row("spmm", A.M, A.K, dens, N, A.nnz, ("cusparse_" + alg).c_str(), cr.cusp_us, cusp_err);
@@ -661,7 +461,7 @@ static CaseResult run_sddmm(Libs& L, Timer& tm, const Csr& A, const gc::TileCach
     a.E = E2;
     gc::tiled_sddmm(a, &tc, 0);
     CK(cudaDeviceSynchronize());
-    check(same_bits(E, E2, A.nnz), "tiled sddmm bitwise run to run", kPrecName[pi], A.M, A.K, F);
+    check(same_bits(E, E2, A.nnz * 4), "tiled sddmm bitwise run to run", kPrecName[pi], A.M, A.K, F);
     check(err[pi] <= kTol[pi], "tiled sddmm error", kPrecName[pi], A.M, A.K, F);
     a.E = E;
     cr.tile_us[pi] = tm.median_us([&] { gc::tiled_sddmm(a, &tc, 0); });
@@ -670,7 +470,7 @@ static CaseResult run_sddmm(Libs& L, Timer& tm, const Csr& A, const gc::TileCach
   }
   double cusp_err = 0;
   if (o.cusparse) {
-    cr.cusp_us = cusparse_sddmm(L, tm, A, X, Yd, E, F);
+    cr.cusp_us = cusparse_sddmm(L.sp, tm, A, X, Yd, E, F);
     cusp_err = err_entries(E, A, smp, ref);
     maxerr("sddmm cuSPARSE fp32", cusp_err);
     csv_row("sddmm", A.M, A.K, dens, F, A.nnz, "cusparse", cr.cusp_us, cusp_err);
@@ -773,7 +573,7 @@ static CaseResult run_fused(Libs& L, Timer& tm, const Csr& A, const gc::TileCach
       a.out = O2;
       gc::tiled_fusedmm(a, &tc, 0);
       CK(cudaDeviceSynchronize());
-      check(same_bits(O, O2, A.M * N), "tiled fused bitwise run to run", kPrecName[pi], A.M, A.K, N);
+      check(same_bits(O, O2, A.M * N * 4), "tiled fused bitwise run to run", kPrecName[pi], A.M, A.K, N);
       check(e <= (sm ? 4 : 1) * kTol[pi] * (pi == 0 ? 4 : 1), sm ? "tiled fused softmax error" : "tiled fused error",
             kPrecName[pi], A.M, A.K, N);
       maxerr(std::string(sm ? "fused softmax tiles " : "fused tiles ") + kPrecName[pi], e);
@@ -1067,6 +867,8 @@ int main(int argc, char** argv) {
   double max_mk = 1e18;
   std::string csv, ops = "spmm,sddmm,fused";
   Timer tm;
+  tm.reps = 20;
+  tm.warmup = 2;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -1078,13 +880,13 @@ int main(int argc, char** argv) {
     else if (a == "--csv") csv = next();
     else if (a == "--ops") ops = next();
     else if (a == "--max-mk") max_mk = std::atof(next().c_str());
-    else if (a == "--no-flush") tm.do_flush = false;
+    else if (a == "--no-flush") tm.flush = false;
     else { fprintf(stderr, "unknown option %s\n", a.c_str()); return 2; }
   }
   cudaDeviceProp p;
   CK(cudaGetDeviceProperties(&p, 0));
   printf("device: %s, %d SMs, L2 %d MB; median of %d launches after 2 warm-ups, L2 %s\n", p.name,
-         p.multiProcessorCount, p.l2CacheSize >> 20, tm.reps, tm.do_flush ? "flushed before each" : "not flushed");
+         p.multiProcessorCount, p.l2CacheSize >> 20, tm.reps, tm.flush ? "flushed before each" : "not flushed");
   if (!csv.empty()) {
     g_csv = fopen(csv.c_str(), "w");
     if (g_csv) fprintf(g_csv, "op,M,K,density,N,nnz,method,us,rel_err\n");

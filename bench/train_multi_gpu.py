@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Full-graph training on 1 vs 2 GPUs (gnnsparse.distributed, NCCL): one table, JSON and CSV.
 
-    python3 tools/dist_h200.py --out DIR                 # 2 x H200: ~4-5 min
-    python3 tools/dist_h200.py --out DIR --smoke --device cpu   # a dry run of every path (gloo, CPU)
+    python3 bench/train_multi_gpu.py --out DIR                 # 2 x H200: ~4-5 min
+    python3 bench/train_multi_gpu.py --out DIR --smoke --device cpu   # a dry run of every path (gloo, CPU)
 
 On the products-sized generated graph (2,449,029 nodes, ~120 M stored edges, 100 features, 47
 classes; drawn on the GPU by gnnsparse.train.data.synthetic_torch), for GCN and GAT (hidden 128,
@@ -21,8 +21,8 @@ GAT 4 heads):
   --big N   (a separate call) the graph of N nodes, products' degree, on --nproc GPUs: every rank
             draws it on its GPU and keeps its piece (local_graph_from_edges), 5 epochs; then the same
             graph on one GPU, expected to run out of memory
-Results: <out>/dist_h200.json (everything, per-epoch figures included) and <out>/dist_h200.csv;
---big: <out>/dist_h200_big.json.
+Results: <out>/train_multi_gpu.json (everything, per-epoch figures included) and <out>/train_multi_gpu.csv;
+--big: <out>/train_multi_gpu_big.json.
 """
 from __future__ import annotations
 
@@ -216,7 +216,7 @@ def big_run(args, report) -> int:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", default="dist-h200", help="directory for dist_h200.json / .csv")
+    p.add_argument("--out", default="train-multi-gpu", help="directory for train_multi_gpu.json / .csv")
     p.add_argument("--device", default="cuda", choices=("cuda", "cpu"), help="cpu: a dry run on gloo")
     p.add_argument("--nproc", type=int, default=2)
     p.add_argument("--models", default="gcn,gat")
@@ -242,7 +242,7 @@ def main(argv=None) -> int:
     os.makedirs(args.out, exist_ok=True)
     cuda = args.device == "cuda"
     if cuda and torch.cuda.device_count() < args.nproc:
-        print(f"dist_h200: {args.nproc} processes need {args.nproc} GPUs, torch sees {torch.cuda.device_count()}",
+        print(f"train_multi_gpu: {args.nproc} processes need {args.nproc} GPUs, torch sees {torch.cuda.device_count()}",
               file=sys.stderr)
         return 2
     epochs = args.epochs or (3 if args.smoke else 20)
@@ -260,11 +260,11 @@ def main(argv=None) -> int:
 
     if args.big:
         rc = big_run(args, report)
-        with open(os.path.join(args.out, "dist_h200_big.json"), "w") as f:
+        with open(os.path.join(args.out, "train_multi_gpu_big.json"), "w") as f:
             json.dump(report, f, indent=1, default=str)
         for e in report["errors"]:
             print("ERROR", e)
-        log(f"done; {os.path.join(args.out, 'dist_h200_big.json')}")
+        log(f"done; {os.path.join(args.out, 'train_multi_gpu_big.json')}")
         return rc or (1 if report["errors"] else 0)
 
     sizes = dict(num_nodes=max(200, int(PRODUCTS["num_nodes"] * scale)),
@@ -371,7 +371,7 @@ def main(argv=None) -> int:
         log(f"{model} plan: one GPU holds up to {n1:,.0f} nodes ({n1 / N:.1f}x this graph); {args.nproc} GPUs up to "
             f"{n2:,.0f}; a graph of {target:,.0f} nodes / {target * E / N:,.0f} edges needs 2 GPUs "
             f"(1 GPU: {target * per_node / GIB:.0f} GiB > {usable / GIB:.0f}; 2 GPUs: {peak2 * target / N / GIB:.0f} "
-            f"GiB each); train it: python3 tools/dist_h200.py --out DIR --big {int(target)} --models {model}")
+            f"GiB each); train it: python3 bench/train_multi_gpu.py --out DIR --big {int(target)} --models {model}")
     if args.cut_parts and time.perf_counter() - T0 < args.budget:
         from gnnsparse.train.dist import graph_of
 
@@ -395,10 +395,10 @@ def main(argv=None) -> int:
         print(" | ".join([r["model"], str(r["gpus"]), r["halo"], f"{r['ms_epoch']:.1f}", f"{r['speedup']:.2f}x",
                           f"{100 * r['efficiency']:.0f} %", f"{100 * r['test_acc']:.2f}", f"{r['peak_gib_max']:.2f}",
                           f"{r['wire_mib_step']:.1f}"]))
-    with open(os.path.join(args.out, "dist_h200.json"), "w") as f:
+    with open(os.path.join(args.out, "train_multi_gpu.json"), "w") as f:
         json.dump(report, f, indent=1, default=str)
     if rows:
-        with open(os.path.join(args.out, "dist_h200.csv"), "w", newline="") as f:
+        with open(os.path.join(args.out, "train_multi_gpu.csv"), "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(rows[0]))
             w.writeheader()
             w.writerows(rows)
@@ -407,7 +407,7 @@ def main(argv=None) -> int:
     shutil.rmtree(pieces, ignore_errors=True)
     for e in report["errors"]:
         print("ERROR", e)
-    log(f"done; {os.path.join(args.out, 'dist_h200.json')}")
+    log(f"done; {os.path.join(args.out, 'train_multi_gpu.json')}")
     return 1 if report["errors"] else 0
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Driver for compute-sanitizer (tools/sanitize.sh): reaches every CUDA kernel and launch path
+"""Driver for compute-sanitizer (tests/gpu/sanitize.sh): reaches every CUDA kernel and launch path
 through the public API, with torch CUDA tensors, and checks every result against
 gnnsparse.reference so a run under the sanitizer is also a correctness run.
 
@@ -14,7 +14,7 @@ Coverage (per dtype x index type in FULL_PAIRS; a smaller set for the other pair
 Inputs are made on the host and copied (cudaMemcpy), so initcheck sees them as initialized even
 when only the gnnsparse kernels are instrumented. Exit status 1 if any result is wrong.
 
-    python tools/sanitize_driver.py [--level quick|full]
+    python tests/gpu/sanitize_driver.py [--level quick|full]
 """
 from __future__ import annotations
 

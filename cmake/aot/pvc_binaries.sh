@@ -5,7 +5,7 @@
 # zeModuleCreate(ZE_MODULE_FORMAT_NATIVE) on a Level Zero pvc device (sycl/kernel_store.cpp).
 # Nothing runs here: this proves ocloc generates pvc code for each instance.
 #
-# usage: tools/aot/pvc_binaries.sh [-j N] [--limit N] [--allow-failures] OUT.gnnbin PACK.gnnspv...
+# usage: cmake/aot/pvc_binaries.sh [-j N] [--limit N] [--allow-failures] OUT.gnnbin PACK.gnnspv...
 #   -j N              parallel ocloc processes (default 2)
 #   --limit N         only the first N instances of each pack (a smoke run)
 #   --allow-failures  exit 0 when the pack was written even if some instances failed (the build)
@@ -31,7 +31,7 @@ trap 'rm -rf "$WORK"' EXIT
 echo "ocloc: $(command -v ocloc) ($(dpkg-query -W -f='${Package} ${Version}' intel-opencl-icd 2>/dev/null || echo 'version unknown'))"
 
 # one instance: <dir> <key>; ocloc 22.43 aborts (SIGABRT) on some modules depending on the address
-# space layout (tools/aot/esimd_aot.sh): first try with ASLR off, retry an abort with ASLR on
+# space layout (tests/drivers/esimd_aot.sh): first try with ASLR off, retry an abort with ASLR on
 NOASLR=""
 if setarch "$(uname -m)" -R true 2>/dev/null; then NOASLR="setarch $(uname -m) -R"; fi
 build_one() {

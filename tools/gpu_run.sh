@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # gnnsparse on an NVIDIA GPU machine, in one call: install the CUDA build, then run each argument
-# as a command (from a scratch directory, with the installed package first on sys.path).
+# as a command (from a scratch directory, with the installed package first on sys.path). Without
+# arguments it runs the GPU suite: the whole test suite (its CUDA tests run there; SYCL ones skip).
 #
-#   OUT=/some/dir bash tools/h200.sh "python -m pytest -q $PWD/tests/test_cuda.py" "bench_cuda --suite graphs"
-#   OUT=/some/dir bash tools/h200.sh test     # the GPU suite: every test, CUDA required (README, docs/reliability.md)
+#   OUT=/some/dir bash tools/gpu_run.sh                      # the GPU suite (also: `test`), CUDA required
+#   OUT=/some/dir bash tools/gpu_run.sh "python $PWD/bench/percall.py --device cuda" "bench_cuda --suite graphs"
+#   OUT=/some/dir bash tools/gpu_run.sh "bash $PWD/tests/gpu/reliability.sh"   # sanitizers, determinism, scale
 #
 # Install: a wheel for this Python in .whl/ (made by tools/gpu_wheel.sh on another machine: saves
 # the GPU machine the CUDA compile) is installed with pip --no-deps --target; without one the
@@ -39,8 +41,11 @@ libdirs=$( { ls -d /usr/local/cuda*/lib64 2>/dev/null; "$PY" -c 'import nvidia, 
 export LD_LIBRARY_PATH=${libdirs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 cd "$OUT"
 "$PY" -c 'import gnnsparse, torch; print("gnnsparse", gnnsparse.__version__, gnnsparse.available_backends(), "torch", torch.__version__)' || exit 100
-# `test`: the whole suite from the checkout, its CUDA tests failing (not skipping) if CUDA cannot run
-[ "$*" = test ] && set -- "GNNSPARSE_REQUIRE=cuda $PY -m pytest -q -ra $ROOT/tests"
+# no arguments (or `test`): the whole suite from the checkout, its CUDA tests failing (not skipping)
+# if CUDA cannot run
+if [ $# -eq 0 ] || [ "$*" = test ]; then
+  set -- "GNNSPARSE_REQUIRE=cuda $PY -m pytest -q -ra -p no:cacheprovider $ROOT/tests"
+fi
 failed=0
 for cmd in "$@"; do
   echo "== $cmd"

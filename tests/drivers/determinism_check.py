@@ -2,8 +2,8 @@
 """Determinism check: every op on a backend, run N times on the same inputs, must give bitwise the
 same outputs (include/gnnsparse/ops.hpp: no atomics, fixed reduction orders).
 
-    python tools/determinism_check.py --backend sycl --repeats 100            # SYCL CPU device
-    python tools/determinism_check.py --backend cuda --repeats 100 --scale 4  # H200, larger graph
+    python tests/drivers/determinism_check.py --backend sycl --repeats 100            # SYCL CPU device
+    python tests/drivers/determinism_check.py --backend cuda --repeats 100 --scale 4  # H200, larger graph
 
 Cases: SpMM sum / mean / max+arg / min+arg at narrow, odd and wide widths, SDDMM dot and add,
 FusedMM with every edge function (edge values returned too), on a graph with a hub row far longer

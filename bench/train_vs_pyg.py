@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """gnnsparse vs PyTorch Geometric on one CUDA GPU: training and single-layer figures, one table.
 
-    python tools/train_h200.py --smoke          # everything tiny first (~1 min): every code path runs
-    python tools/train_h200.py --out results/   # the full comparison (~5 min on an H200)
+    python bench/train_vs_pyg.py --smoke          # everything tiny first (~1 min): every code path runs
+    python bench/train_vs_pyg.py --out results/   # the full comparison (~5 min on an H200)
 
 Sections (each one failing does not stop the others; the exit status says if any failed):
   check     CUDA layers and ops against PyG / fp64 gradcheck on a small graph (before any timing)
@@ -17,7 +17,7 @@ Sections (each one failing does not stop the others; the exit status says if any
   backward  GAT layer 128 -> 4x32 forward + backward: the fused leaky_relu_softmax kernel (when the
             build has it) with its edge weights kept for the backward pass vs recomputed, and the
             unfused chain (SDDMM -> edge softmax -> one SpMM per head)
-Results: a compact table on stdout and <out>/train_h200.json.
+Results: a compact table on stdout and <out>/train_vs_pyg.json.
 """
 from __future__ import annotations
 
@@ -25,7 +25,6 @@ import argparse
 import gc
 import json
 import os
-import statistics
 import sys
 import time
 import traceback
@@ -33,6 +32,8 @@ import traceback
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # cuBLAS: the same reduction order every run
 
 import torch  # noqa: E402
+
+from gnnsparse.bench import generators, timing  # noqa: E402
 
 GIB = 2**30
 ARXIV_N, ARXIV_E = 169_343, 1_166_243
@@ -53,16 +54,7 @@ def sync():
 
 def time_fn(fn, reps: int, warmup: int = 1) -> float:
     """Median wall time in ms of fn() over reps runs (synchronized), after warmup runs."""
-    for _ in range(warmup):
-        fn()
-    sync()
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        ts.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(ts)
+    return timing.median_us(fn, reps=reps, warmup=warmup, sync=sync) / 1e3
 
 
 def fresh_memory():
@@ -80,8 +72,8 @@ def peak_memory():
 
 
 def random_edges(n: int, e: int, seed: int) -> torch.Tensor:
-    g = torch.Generator(device=DEV).manual_seed(seed)
-    return torch.randint(0, n, (2, e), device=DEV, generator=g)
+    """n nodes, e uniformly random edges (gnnsparse.bench.generators), on the device."""
+    return torch.from_numpy(generators.uniform_edges(n, e, seed)).to(DEV)
 
 
 # ---------------------------------------------------------------- sections
@@ -316,7 +308,7 @@ def print_table(results: dict):
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--smoke", action="store_true", help="everything tiny: checks that every path runs (~1 min)")
-    p.add_argument("--out", default="train-h200", help="directory for train_h200.json")
+    p.add_argument("--out", default="train-vs-pyg", help="directory for train_vs_pyg.json")
     p.add_argument("--epochs", type=int, help="training epochs (default 200; 3 with --smoke)")
     p.add_argument("--models", default="gcn,gat,sage")
     p.add_argument("--sections", default="check,train,layers,products,backward")
@@ -367,7 +359,7 @@ def main(argv=None) -> int:
         log(f"[{sec}: {time.perf_counter() - t0:.1f} s]")
     print_table(results)
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "train_h200.json"), "w") as f:
+    with open(os.path.join(args.out, "train_vs_pyg.json"), "w") as f:
         json.dump(results, f, indent=1, default=str)
     log(f"total {time.perf_counter() - t_all:.1f} s; failed sections: {', '.join(failed) or 'none'}")
     return 1 if failed else 0

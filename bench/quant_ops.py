@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Quantized ops on one CUDA GPU, against the float32 references, in one run (a few minutes at most).
 
-    python tools/quant_bench.py            # n = 1M nodes, e = 10M edges (uniform), C = 128, hidden 256
-    python tools/quant_bench.py --smoke    # small sizes, every check, seconds (run this first)
-    python tools/quant_bench.py --json out.json
-    python tools/quant_bench.py --cpu      # dry run of every code path on the CPU (SYCL backend), tiny
+    python bench/quant_ops.py            # n = 1M nodes, e = 10M edges (uniform), C = 128, hidden 256
+    python bench/quant_ops.py --smoke    # small sizes, every check, seconds (run this first)
+    python bench/quant_ops.py --json out.json
+    python bench/quant_ops.py --cpu      # dry run of every code path on the CPU (SYCL backend), tiny
 
-Cases (all on the same weighted CSR, uniform columns sorted within rows, every row floor(e/n) or
-ceil(e/n) entries, float32 values):
+Cases (all on the same weighted CSR, gnnsparse.bench.generators.regular_random: uniform columns
+sorted within rows, every row floor(e/n) or ceil(e/n) entries, float32 values):
   spmm   int8 / int4 SpMM including the quantization of X (gs.quantize + gs.quant.spmm) vs
          torch.sparse.mm(A, X) in float32 (cuSPARSE); also each part alone and our float32 SpMM
   sddmm  quantized SDDMM dot (int8 X, Y with F = C) vs our float32 SDDMM, kernel alone and with the
@@ -30,9 +30,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 import sys
 import time
+
+import numpy as np
 
 
 def main(argv=None) -> int:
@@ -56,6 +57,7 @@ def main(argv=None) -> int:
     import torch
 
     import gnnsparse as gs
+    from gnnsparse.bench import generators, timing
 
     if args.cpu:
         if not gs.available_backends().get("sycl"):
@@ -78,24 +80,9 @@ def main(argv=None) -> int:
     flush_buf = torch.empty(256 << 20 if not args.cpu else 1 << 20, dtype=torch.uint8, device=dev)
 
     def timeit(fn, reps=args.reps, warm=2):
-        for _ in range(warm):
-            fn()
-        sync()
-        times = []
-        for _ in range(reps):
-            flush_buf.fill_(1)
-            if args.cpu:
-                t0 = time.perf_counter()
-                fn()
-                times.append((time.perf_counter() - t0) * 1e6)
-                continue
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            fn()
-            b.record()
-            b.synchronize()
-            times.append(a.elapsed_time(b) * 1e3)  # us
-        return statistics.median(times)
+        """Median µs (gnnsparse.bench.timing): CUDA events, L2 flushed before each launch; --cpu: wall clock."""
+        return timing.median_us(fn, reps=reps, warmup=warm, torch=None if args.cpu else torch,
+                                before=lambda: flush_buf.fill_(1))
 
     def sync():
         if not args.cpu:
@@ -112,18 +99,11 @@ def main(argv=None) -> int:
     # ------------------------------------------------------------------ inputs
     g = torch.Generator(device=dev)
     g.manual_seed(1234)
+    G = generators.regular_random(args.n, args.e, 1234, weighted=True)  # on the host, then moved
     n, e, C, Hd = args.n, args.e, args.C, args.hidden
-    deg = torch.full((n,), e // n, dtype=torch.int64, device=dev)
-    deg[: e - int(deg.sum())] += 1
-    rowptr = torch.zeros(n + 1, dtype=torch.int64, device=dev)
-    rowptr[1:] = torch.cumsum(deg, 0)
-    col = torch.randint(0, n, (e,), generator=g, device=dev, dtype=torch.int64)
-    # sort columns within rows (one sort by row * n + col)
-    rows = torch.repeat_interleave(torch.arange(n, device=dev), deg)
-    col = torch.sort(rows * n + col).values - rows * n
-    del rows
-    val = torch.rand(e, generator=g, device=dev, dtype=torch.float32)
-    rowptr32, col32 = rowptr.to(torch.int32), col.to(torch.int32)
+    rowptr32, col32 = (torch.from_numpy(a.astype(np.int32)).to(dev) for a in (G.rowptr, G.col))
+    val = torch.from_numpy(np.array(G.val)).to(dev)
+    del G
     A = gs.CSR(rowptr32, col32, val, (n, n))
     A_nw = gs.CSR(rowptr32, col32, None, (n, n))
     As = torch.sparse_csr_tensor(rowptr32, col32, val, (n, n))
@@ -209,7 +189,7 @@ def main(argv=None) -> int:
 
     # ------------------------------------------------------------------ GEMM
     print("== GEMM")
-    del X, Y, A, A_nw, As, col, val
+    del X, Y, A, A_nw, As, col32, val
     if not args.cpu:
         torch.cuda.empty_cache()
     Xg = torch.randn(n, Hd, generator=g, device=dev, dtype=torch.float32)

@@ -1,7 +1,7 @@
 // Stand-alone ESIMD compile check through the SYCL kernel_compiler (front end + ESIMD lowering and
 // checks to SPIR-V; no link, no run): the same path as KernelCache::compile_only in sycl/runtime.cpp.
 // Used by tests/test_esimd.py when gnnsparse._sycl.compile_only is not available, and by
-// tools/aot/esimd_aot.sh (with SYCL_DUMP_IMAGES=1 the runtime writes the ESIMD SPIR-V to the cwd).
+// tests/drivers/esimd_aot.sh (with SYCL_DUMP_IMAGES=1 the runtime writes the ESIMD SPIR-V to the cwd).
 //
 //   rtc_check <kernels_dir> <include_dir> <entry> [--source-is-entry] <name> [<name> ...]
 // Every file under <kernels_dir> and under <include_dir> (the repository's include/, which holds

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # compute-sanitizer over every gnnsparse CUDA kernel: memcheck, racecheck, initcheck, synccheck, each
-# running tools/sanitize_driver.py (every kernel and launch path through the public API, results
+# running tests/gpu/sanitize_driver.py (every kernel and launch path through the public API, results
 # checked against the reference). Prints one summary line per tool; exit status 0 only when every
 # tool finished with 0 errors and the driver's results were right.
 #
-#   bash tools/sanitize.sh [full|quick]        (default full; logs in $SANITIZE_OUT or sanitize_out/)
+#   bash tests/gpu/sanitize.sh [full|quick]        (default full; logs in $SANITIZE_OUT or sanitize_out/)
 #
 # Time: SANITIZE_BUDGET seconds in all (default 330, probe included); each tool gets the budget left
 # divided by the tools left, and once a tool runs out of time at the full level the remaining tools
@@ -17,7 +17,7 @@
 # initialized. PYTORCH_NO_CUDA_MEMORY_CACHING=1 gives every tensor its own cudaMalloc, so memcheck
 # catches an access just past any array instead of landing inside torch's cached blocks.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 LEVEL=${1:-full}
 OUT=${SANITIZE_OUT:-sanitize_out}
 BUDGET=${SANITIZE_BUDGET:-330}
@@ -48,7 +48,7 @@ run_tool() {  # tool level timeout -> sets rc secs summ drv
   [ "$1" = racecheck ] && filt="kns=combine"
   local t0=$(date +%s)
   timeout -k 10 "$3" compute-sanitizer --tool "$1" --error-exitcode 86 --print-limit 30 \
-    "$FILTER_OPT" "$filt" "$PY" tools/sanitize_driver.py --level "$2" ${SANITIZE_DRIVER_ARGS:-} >"$OUT/$1.log" 2>&1
+    "$FILTER_OPT" "$filt" "$PY" tests/gpu/sanitize_driver.py --level "$2" ${SANITIZE_DRIVER_ARGS:-} >"$OUT/$1.log" 2>&1
   rc=$?
   secs=$(( $(date +%s) - t0 ))
   summ=$(grep -E "(ERROR|RACECHECK) SUMMARY" "$OUT/$1.log" | tail -1 | sed 's/^========= //')

@@ -6,7 +6,7 @@
 #      backend of IGC) turns that SPIR-V into pvc machine code.
 # Nothing runs: this proves the SPIR-V is accepted and code-generated for pvc by this ocloc.
 #
-# usage: tools/aot/esimd_aot.sh [--all | --smoke] [--per-instance] [--out DIR] [--python PY]
+# usage: tests/drivers/esimd_aot.sh [--all | --smoke] [--per-instance] [--out DIR] [--python PY]
 #   --all           every instance the launchers can pick (default; SDDMM and SpMM take ~1 min as one
 #                   module each; FusedMM falls back to one module per instance, ~15 min on 2 cores)
 #   --smoke         all SDDMM, SpMM and XMX tiles instances plus a few FusedMM ones (what the test runs; a

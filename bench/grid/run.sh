@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds tools/grid/grid_bench with nvcc and runs it (one GPU call, ~5 minutes on an H200).
-#   bash tools/grid/run.sh [all|quick|grid|sweep|build]     (default: all)
+# Builds bench/grid/grid_bench with nvcc and runs it (one GPU call, ~5 minutes on an H200).
+#   bash bench/grid/run.sh [all|quick|grid|sweep|build]     (default: all)
 #     build : compile only (ARCHS="80 90" to check both targets)
 #     quick : mma ceiling + 8 grid cases, with the softmax and unsplit-path checks
 #     grid  : the 72-case grid (SpMM, SDDMM, FusedMM)
@@ -30,11 +30,11 @@ fi
 for d in "$CUDA_ROOT/lib64" /usr/local/cuda/lib64; do [ -d "$d" ] && LIB+=(-L"$d"); done
 GENCODE=()
 for a in $ARCHS; do GENCODE+=(-gencode "arch=compute_$a,code=sm_$a"); done
-FLAGS=(-std=c++17 -O3 --expt-relaxed-constexpr -lineinfo "${GENCODE[@]}" -Iinclude -Icuda -Icuda/tiles "${INC[@]}")
+FLAGS=(-std=c++17 -O3 --expt-relaxed-constexpr -lineinfo "${GENCODE[@]}" -Iinclude -Icuda -Icuda/tiles -Ibench "${INC[@]}")
 
 t0=$(date +%s)
 SRCS=(cuda/tiles/tile_cache.cu cuda/tiles/tiled_spmm.cu cuda/tiles/tiled_sddmm.cu cuda/tiles/tiled_fusedmm.cu
-      cuda/tiles/tiled_policy.cpp cuda/spmm.cu cuda/sddmm.cu cuda/fusedmm.cu cuda/device.cu tools/grid/grid_bench.cu)
+      cuda/tiles/tiled_policy.cpp cuda/spmm.cu cuda/sddmm.cu cuda/fusedmm.cu cuda/device.cu bench/grid/grid_bench.cu)
 pids=(); objs=()
 for s in "${SRCS[@]}"; do
   o="$B/$(echo "$s" | tr '/' '_').o"; objs+=("$o")
