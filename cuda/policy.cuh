@@ -32,6 +32,7 @@ struct SegmentTuning {
   static constexpr int kCombineMinBlocks = 2;      // <= 64 registers: most combine blocks find no
                                                    // row, so waves of them must be cheap (1 block
                                                    // per SM at 87 registers: 18.5 waves, 112 us)
+                                                   // (Cmb::kLoads slots per thread in flight)
 };
 
 struct SegmentPlan {

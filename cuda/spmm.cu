@@ -80,8 +80,9 @@ struct SpmmAgent {
 #pragma unroll
       for (int u = 0; u < U; ++u) jn[u] = k + u < k1 ? __ldg(col + k + u) : I(0);
     };
-    // max / min keep the indices in their batch (the register cap of their resident blocks)
-    constexpr bool kPrefetch = !Red::kHasArg;
+    // max / min and 64-bit indices keep the indices in their batch (the register cap of their
+    // resident blocks: prefetched, they spilled 52-164 bytes)
+    constexpr bool kPrefetch = !Red::kHasArg && sizeof(I) == 4;
     if constexpr (kPrefetch)
       if (k0 < k1) indices(k0);
     for (int64_t k = k0; k < k1; k += U) {
@@ -205,7 +206,7 @@ struct SpmmCombine {
     int64_t* __restrict__ arg;
     int64_t C;
   };
-  // max / min carry the winning edge; sums only the value (more slots in flight per thread)
+  // max / min carry the winning edge; sums only the value
   struct ArgPart {
     A v;
     int64_t arg;
@@ -214,7 +215,7 @@ struct SpmmCombine {
     A v;
   };
   using Part = std::conditional_t<Red::kHasArg, ArgPart, SumPart>;
-  static constexpr int kLoads = Red::kHasArg ? 8 : 16;  // slots a combine thread loads before folding
+  static constexpr int kLoads = 8;  // slots a combine thread loads before folding them
   __device__ __forceinline__ static int64_t width(const Params& p) { return p.C; }
   __device__ __forceinline__ static Part identity() {
     if constexpr (Red::kHasArg) return {Red::init(), -1};
@@ -252,7 +253,7 @@ template <class T, Reduce R, int V> constexpr int spmm_row_min_blocks() {
 // One warp per segment: Gc column lanes x 32 / Gc edge parts reduce each hub piece of the segment
 // (reduce_split) into its workspace slot.
 template <class T, class I, Reduce R, int V, int TL>
-__global__ void __launch_bounds__(SpmmTuning::kBlockThreads, spmm_row_min_blocks<T, R, V>())
+__global__ void __launch_bounds__(SpmmTuning::kBlockThreads)
 spmm_segment_kernel(const I* __restrict__ rowptr, const I* __restrict__ col,
                     const typename ValOf<T>::type* __restrict__ val, const T* __restrict__ X,
                     int64_t C, int Gc, HubGeometry g, typename AccOf<T>::type* __restrict__ wsv,

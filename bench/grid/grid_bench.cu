@@ -1,4 +1,4 @@
-// grid_bench: tensor-core tile kernels (cuda/tiles) on dense-ish matrices against cuSPARSE, a
+// grid_bench: tensor-core tile kernels (bench/grid/tiles) on dense-ish matrices against cuSPARSE, a
 // dense cuBLAS product of the densified matrix (fp32 / TF32 / bf16) and gnnsparse's sparse
 // kernels, in one process on the same inputs.
 //
@@ -9,7 +9,7 @@
 // {32, 128}; every entry kept with probability `density` (hash of (seed, i, j)), values and
 // features uniform in [-1, 1]. --quick: 8 cases. --sweep: densities 0.002 .. 0.3 at three
 // shapes, tiles vs the sparse kernels vs cuSPARSE, and the crossover density per (op, width,
-// precision) in the format of cuda/tiles/tiled_policy.cpp. --ceiling: mma.sync peak.
+// precision) in the format of bench/grid/tiles/tiled_policy.cpp. --ceiling: mma.sync peak.
 // Method: every result is checked first (max |err| over 64 sampled rows against an fp64
 // reference, relative to the largest |reference| there; tiles also bitwise run to run), then
 // timed: median of --reps launches after 2 warm-ups, one cudaEvent pair per launch, L2 flushed
@@ -808,7 +808,7 @@ static void run_sweep(Libs& L, Timer& tm) {
         }
     }
   printf("\nmeasured crossover densities (tiles faster above; max over the shapes; -1 = tiles never faster in the sweep):\n");
-  printf("  // [op][precision] {at32, at128}, for cuda/tiles/tiled_policy.cpp\n");
+  printf("  // [op][precision] {at32, at128}, for bench/grid/tiles/tiled_policy.cpp\n");
   const char* on[3] = {"spmm", "sddmm", "fusedmm"};
   for (int op = 0; op < 3; ++op) {
     printf("  // %s:", on[op]);

@@ -4,7 +4,7 @@
 #     build : compile only (ARCHS="80 90" to check both targets)
 #     quick : mma ceiling + 8 grid cases, with the softmax and unsplit-path checks
 #     grid  : the 72-case grid (SpMM, SDDMM, FusedMM)
-#     sweep : density sweep 0.002 .. 0.3, crossover densities for cuda/tiles/tiled_policy.cpp
+#     sweep : density sweep 0.002 .. 0.3, crossover densities for bench/grid/tiles/tiled_policy.cpp
 #     all   : quick, grid, sweep
 # Outputs: stdout tables; CSV and logs under $OUT (default /tmp/grid_out).
 set -uo pipefail
@@ -30,11 +30,11 @@ fi
 for d in "$CUDA_ROOT/lib64" /usr/local/cuda/lib64; do [ -d "$d" ] && LIB+=(-L"$d"); done
 GENCODE=()
 for a in $ARCHS; do GENCODE+=(-gencode "arch=compute_$a,code=sm_$a"); done
-FLAGS=(-std=c++17 -O3 --expt-relaxed-constexpr -lineinfo "${GENCODE[@]}" -Iinclude -Icuda -Icuda/tiles -Ibench "${INC[@]}")
+FLAGS=(-std=c++17 -O3 --expt-relaxed-constexpr -lineinfo "${GENCODE[@]}" -Iinclude -Icuda -Ibench/grid/tiles -Ibench "${INC[@]}")
 
 t0=$(date +%s)
-SRCS=(cuda/tiles/tile_cache.cu cuda/tiles/tiled_spmm.cu cuda/tiles/tiled_sddmm.cu cuda/tiles/tiled_fusedmm.cu
-      cuda/tiles/tiled_policy.cpp cuda/spmm.cu cuda/sddmm.cu cuda/fusedmm.cu cuda/device.cu bench/grid/grid_bench.cu)
+SRCS=(bench/grid/tiles/tile_cache.cu bench/grid/tiles/tiled_spmm.cu bench/grid/tiles/tiled_sddmm.cu bench/grid/tiles/tiled_fusedmm.cu
+      bench/grid/tiles/tiled_policy.cpp cuda/spmm.cu cuda/sddmm.cu cuda/fusedmm.cu cuda/device.cu bench/grid/grid_bench.cu)
 pids=(); objs=()
 for s in "${SRCS[@]}"; do
   o="$B/$(echo "$s" | tr '/' '_').o"; objs+=("$o")
