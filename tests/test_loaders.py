@@ -1,6 +1,7 @@
 """Loaders: round trips through Matrix Market, SNAP edge lists and .npz; malformed files name the
 file and the line or key."""
 import gzip
+import warnings
 
 import numpy as np
 import pytest
@@ -18,7 +19,10 @@ def _dense(A):
 def test_mtx_round_trip(tmp_path):
     S = sp.random(40, 30, density=0.1, format="csr", random_state=0, dtype=np.float64)
     p = tmp_path / "a.mtx"
-    scipy.io.mmwrite(p, S)
+    with warnings.catch_warnings():  # scipy's notices about its own API, not gnnsparse's
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", FutureWarning)
+        scipy.io.mmwrite(p, S)
     A = loaders.load_mtx(p)
     assert A.shape == (40, 30) and A.nnz == S.nnz and A.val.dtype == np.float32
     np.testing.assert_allclose(_dense(A), S.toarray(), rtol=1e-6)

@@ -30,8 +30,13 @@ def load_mtx(path) -> CSR:
 
     path = os.fspath(path)
     try:
-        info = scipy.io.mminfo(path)
-        M = scipy.io.mmread(path)
+        with warnings.catch_warnings():
+            # scipy's notices about its own API (newer releases announce changes of mmread's
+            # defaults): the result is converted to a CSR below either way
+            warnings.simplefilter("ignore", DeprecationWarning)
+            warnings.simplefilter("ignore", FutureWarning)
+            info = scipy.io.mminfo(path)
+            M = scipy.io.mmread(path)
     except (ValueError, OSError, IndexError, TypeError, EOFError, OverflowError) as e:
         if isinstance(e, FileNotFoundError):
             raise
