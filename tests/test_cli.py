@@ -297,8 +297,8 @@ def test_gpu_reference_set_with_torch_on_the_cpu():
         l2_bytes = 1 << 16
         copies_for = measure.CUDADevice.copies_for
 
-        def put(self, a):
-            return torch.from_numpy(a.copy())
+        def put(self, a, dtype="float32"):
+            return torch.from_numpy(a.astype(dtype))
 
     dev = FakeGPU()
     assert dev.copies_for({"X": np.zeros(1000, np.float32)}) > 1

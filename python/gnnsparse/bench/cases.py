@@ -10,6 +10,8 @@ from . import generators as gen
 OPS = ("spmm", "sddmm", "fusedmm")
 SUITES = ("quick", "grid72", "graphs", "all")
 REDUCES = tuple(_core.REDUCE)
+DTYPES = ("float32", "float64", "float16", "bfloat16")  # feature dtypes a case may ask for
+SHORT_DTYPE = {"float64": "fp64", "float16": "fp16", "bfloat16": "bf16"}  # in variants; float32 says nothing
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,11 @@ def _spec(name, kind, seed=0, **params):
 @dataclass(frozen=True)
 class Case:
     """One measured configuration. width: SpMM C, SDDMM/FusedMM feature width F (FusedMM's Z width
-    is also `width`). heads > 1: multi-head SDDMM/FusedMM (X is (M, H, F) for dot, (M, H) for add)."""
+    is also `width`). heads > 1: multi-head SDDMM/FusedMM (X is (M, H, F) for dot, (M, H) for add).
+    dtype: the dense inputs' dtype (float32 unless named; the backend must take it, else the case is
+    skipped with the reason). arg: SpMM max/min also returns the winning entries (return_arg=True).
+    y_is_z: FusedMM dot with Z the same array as Y (fusedmm(A, X, Y, Y): one gathered row feeds the
+    score and the sum; D = F = width)."""
     graph: GraphSpec
     op: str
     width: int
@@ -53,13 +59,27 @@ class Case:
     edge: str = "none"             # fusedmm
     heads: int = 1
     suite: str = ""
+    dtype: str = "float32"
+    arg: bool = False              # spmm max / min
+    y_is_z: bool = False           # fusedmm dot
+
+    def __post_init__(self):
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}; got {self.dtype!r}")
+        if self.arg and (self.op != "spmm" or self.reduce not in ("max", "min")):
+            raise ValueError("arg is for spmm with reduce max or min")
+        if self.y_is_z and (self.op != "fusedmm" or self.sddmm_op != "dot"):
+            raise ValueError("y_is_z is for fusedmm with sddmm_op 'dot' (Z takes Y's place: D = F)")
 
     @property
     def variant(self) -> str:
         if self.op == "spmm":
-            return self.reduce
-        v = self.sddmm_op if self.op == "sddmm" else f"{self.sddmm_op}+{self.edge}"
-        return v + (f" H={self.heads}" if self.heads > 1 else "")
+            v = self.reduce + ("+arg" if self.arg else "")
+        else:
+            v = self.sddmm_op if self.op == "sddmm" else f"{self.sddmm_op}+{self.edge}"
+            v += " Y=Z" if self.y_is_z else ""
+            v += f" H={self.heads}" if self.heads > 1 else ""
+        return v + (f" {SHORT_DTYPE[self.dtype]}" if self.dtype != "float32" else "")
 
     @property
     def label(self) -> str:
@@ -128,15 +148,22 @@ def graphs_suite():
     s = "graphs"
     return (_expand(g["uniform"], "spmm", (16, 32, 128), s)
             + _expand(g["uniform"], "spmm", (32,), s, reduces=("mean", "max"))
-            # odd widths against the next multiple of 32, max (with arg) against sum
+            # odd widths against the next multiple of 32, max with arg against sum
             + _expand(g["uniform"], "spmm", (33, 64, 65, 96, 129, 160), s)
-            + _expand(g["uniform"], "spmm", (16, 128), s, reduces=("max",))
+            + _expand(g["uniform"], "spmm", (16, 32, 128), s, reduces=("max",), arg=True)
+            # bfloat16 features against our float32 sum of the same graph (reference "ours_fp32")
+            + _expand(g["uniform"], "spmm", (32, 128), s, dtype="bfloat16")
             + _expand(g["powerlaw"], "spmm", (32, 128), s)
+            + _expand(g["powerlaw"], "spmm", (32, 128), s, reduces=("max",), arg=True)
             + _expand(g["arxiv"], "spmm", (1, 4, 16, 32, 33, 64, 128, 256), s)
             + _expand(g["products"], "spmm", (16, 32, 128), s)
             + _expand(g["cora"], "spmm", (16, 64), s)
             + _expand(g["pubmed"], "spmm", (16, 64), s)
             + _expand(g["uniform"], "sddmm", (32, 128), s)
+            # FusedMM against our SDDMM + SpMM (reference "unfused"), Z its own array and Z = Y
+            + _expand(g["uniform"], "fusedmm", (32, 128), s)
+            + _expand(g["uniform"], "fusedmm", (32, 128), s, y_is_z=True)
+            + _expand(g["uniform"], "fusedmm", (32,), s, edge="softmax", y_is_z=True)
             + _expand(g["arxiv"], "sddmm", (32, 128), s)
             + _expand(g["arxiv"], "sddmm", (32,), s, heads=4)
             + _expand(g["arxiv"], "fusedmm", (32,), s)
@@ -175,7 +202,7 @@ def file_cases(paths, widths=(32,)):
 
 def select(cases, ops=None, widths=None, reduces=None):
     """Filter by ops; replace every case's width by `widths` and every SpMM's reduction by `reduces`
-    (deduplicated, order kept)."""
+    (deduplicated, order kept). A case with arg keeps it for max / min and drops it for sum / mean."""
     out, seen = [], set()
     for c in cases:
         if ops and c.op not in ops:
@@ -184,7 +211,7 @@ def select(cases, ops=None, widths=None, reduces=None):
         rs = (reduces or (c.reduce,)) if c.op == "spmm" else (c.reduce,)
         for w in ws:
             for r in rs:
-                nc = replace(c, width=w, reduce=r)
+                nc = replace(c, width=w, reduce=r, arg=c.arg and r in ("max", "min"))
                 if nc not in seen:
                     seen.add(nc)
                     out.append(nc)
@@ -195,5 +222,5 @@ def select(cases, ops=None, widths=None, reduces=None):
     return sorted(out, key=lambda c: order[c.graph])
 
 
-__all__ = ["Case", "GraphSpec", "OPS", "SUITES", "REDUCES", "suite_cases", "file_cases", "select",
+__all__ = ["Case", "GraphSpec", "OPS", "SUITES", "REDUCES", "DTYPES", "suite_cases", "file_cases", "select",
            "quick_graphs", "graph_suite_graphs", "grid_spec"]

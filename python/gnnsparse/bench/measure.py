@@ -14,18 +14,41 @@ from .._csr import CSR
 
 # ---------------------------------------------------------------- inputs
 FLOAT_BYTES = 4
+ITEMSIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}
+# the check's tolerance relative to each element's magnitude: float32 accumulation, and for 16-bit
+# features the rounding of the output to 8 (bfloat16) or 11 (float16) significant bits, with margin
+RTOL = {"float32": 1e-4, "float64": 1e-4, "float16": 4e-3, "bfloat16": 1e-2}
+
+
+def itemsize(dtype: str) -> int:
+    return ITEMSIZE[dtype]
+
+
+def round_to(a: np.ndarray, dtype: str) -> np.ndarray:
+    """float32 `a` rounded to the nearest `dtype` value (ties to even), held in float32: the values
+    a float16 / bfloat16 copy of `a` holds exactly (float32 and float64: `a` itself)."""
+    if dtype == "float16":
+        return a.astype(np.float16).astype(np.float32)
+    if dtype != "bfloat16":
+        return a
+    u = np.ascontiguousarray(a, np.float32).view(np.uint32).astype(np.uint64)
+    u = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16
+    return u.astype(np.uint32).view(np.float32).reshape(a.shape)
 
 
 def make_inputs(case, A: CSR, seed: int = 0) -> dict:
     """Host float32 inputs of a case, seeded. SpMM: X (K, C). SDDMM: X (M[, H], F), Y (K[, H], F)
-    (dot) or X (M[, H]), Y (K[, H]) (add). FusedMM: those plus Z (K[, H], D) with D = width.
-    Dot features are scaled by 1/sqrt(F) so softmax/exp edge functions stay in range."""
+    (dot) or X (M[, H]), Y (K[, H]) (add). FusedMM: those plus Z (K[, H], D) with D = width, but no
+    Z when case.y_is_z (Y takes its place). Dot features are scaled by 1/sqrt(F) so softmax/exp
+    edge functions stay in range. For a 16-bit case.dtype the values are rounded to that dtype, so
+    the device copy in case.dtype holds them exactly and the reference (float64 from these float32
+    arrays) sees the inputs the kernel sees."""
     rng = np.random.default_rng(seed)
     M, K = A.shape
     w, H = case.width, case.heads
 
     def normal(*shape, scale=1.0):
-        return (rng.standard_normal(shape, dtype=np.float32) * np.float32(scale))
+        return round_to(rng.standard_normal(shape, dtype=np.float32) * np.float32(scale), case.dtype)
 
     if case.op == "spmm":
         return {"X": normal(K, w)}
@@ -35,42 +58,61 @@ def make_inputs(case, A: CSR, seed: int = 0) -> dict:
         X, Y = normal(M, *head, w, scale=s), normal(K, *head, w, scale=s)
     else:
         X, Y = normal(M, *head), normal(K, *head)
-    if case.op == "sddmm":
+    if case.op == "sddmm" or case.y_is_z:
         return {"X": X, "Y": Y}
     return {"X": X, "Y": Y, "Z": normal(K, *head, w)}
 
 
+def z_of(case, inputs):
+    """FusedMM's Z among `inputs`: Y itself (the same object) when case.y_is_z."""
+    return inputs["Y"] if case.y_is_z else inputs["Z"]
+
+
 # ---------------------------------------------------------------- our call
 def ours(case):
-    """fn(A, inputs) -> result of the gnnsparse op for this case."""
+    """fn(A, inputs) -> result of the gnnsparse op for this case ((Y, arg) for an SpMM with arg;
+    split() takes it apart). Y=Z FusedMM passes the one array inputs["Y"] as both Y and Z."""
     import gnnsparse as gs
 
     if case.op == "spmm":
+        if case.arg:
+            return lambda A, i: gs.spmm(A, i["X"], reduce=case.reduce, return_arg=True)
         return lambda A, i: gs.spmm(A, i["X"], reduce=case.reduce)
     if case.op == "sddmm":
         return lambda A, i: gs.sddmm(A, i["X"], i["Y"], op=case.sddmm_op)
+    if case.y_is_z:
+        return lambda A, i: gs.fusedmm(A, i["X"], i["Y"], i["Y"], op=case.sddmm_op, edge=case.edge)
     return lambda A, i: gs.fusedmm(A, i["X"], i["Y"], i["Z"], op=case.sddmm_op, edge=case.edge)
+
+
+def split(case, out):
+    """(the op's result, the arg output or None) of what ours(case) returned."""
+    return out if case.arg else (out, None)
 
 
 # ---------------------------------------------------------------- bytes and FLOP model
 def model(case, A: CSR) -> tuple[int, int]:
     """(bytes, flops): CSR read once (rowptr, col, val when present) + every gathered row + each
-    row-side input read once + output written once; SpMM 2*nnz*C FLOPs, SDDMM dot nnz*(2F-1) per
-    head, add nnz per head, FusedMM the sum of its SDDMM and a 2*nnz*D SpMM."""
+    row-side input read once + output written once (and SpMM's int64 arg output when asked for),
+    dense elements of case.dtype's size (values: float32, float64 with float64 features); FusedMM
+    with Y = Z gathers each row once. SpMM 2*nnz*C FLOPs, SDDMM dot nnz*(2F-1) per head, add nnz
+    per head, FusedMM the sum of its SDDMM and a 2*nnz*D SpMM."""
     M, K = A.shape
     nnz = A.nnz
     idx = np.dtype(A.index_dtype).itemsize
-    csr = (M + 1) * idx + nnz * idx + (nnz * FLOAT_BYTES if A.val is not None else 0)
-    w, H, f = case.width, case.heads, FLOAT_BYTES
+    val = 8 if case.dtype == "float64" else FLOAT_BYTES
+    csr = (M + 1) * idx + nnz * idx + (nnz * val if A.val is not None else 0)
+    w, H, f = case.width, case.heads, itemsize(case.dtype)
     if case.op == "spmm":
-        return csr + nnz * w * f + M * w * f, 2 * nnz * w
+        return csr + nnz * w * f + M * w * f + (M * w * 8 if case.arg else 0), 2 * nnz * w
     if case.sddmm_op == "dot":
         sd_bytes, sd_flops = M * H * w * f + nnz * H * w * f, nnz * H * (2 * w - 1)
     else:
         sd_bytes, sd_flops = M * H * f + nnz * H * f, nnz * H
     if case.op == "sddmm":
         return csr + sd_bytes + nnz * H * f, sd_flops
-    return csr + sd_bytes + nnz * H * w * f + M * H * w * f, sd_flops + 2 * nnz * H * w
+    z_gather = 0 if case.y_is_z else nnz * H * w * f
+    return csr + sd_bytes + z_gather + M * H * w * f, sd_flops + 2 * nnz * H * w
 
 
 # ---------------------------------------------------------------- correctness
@@ -106,11 +148,12 @@ def _abs_csr(A):
     return A if A.val is None else CSR(A.rowptr, A.col, np.abs(to_numpy(A.val)), A.shape, validate=False)
 
 
-def expected(case, A: CSR, inputs: dict, rows=None):
+def expected(case, A: CSR, inputs: dict, rows=None, with_arg: bool = False):
     """(reference result of the checked rows (float64), per-element magnitude for the tolerance,
     index into our full result that selects the same elements). With `rows`, the reference runs on
     the sub-CSR of those rows with its columns compacted to the ones it uses (so a sample of a
-    huge graph never converts the whole feature matrix to float64)."""
+    huge graph never converts the whole feature matrix to float64). with_arg (SpMM max / min): a
+    fourth item, the reference's arg as positions in A (-1 for empty rows)."""
     if rows is None:
         S, pos, used = A, None, None
     else:
@@ -124,20 +167,25 @@ def expected(case, A: CSR, inputs: dict, rows=None):
     X = inputs["X"]
     if case.op == "spmm":
         Xc = cols(X)
-        ref = reference.spmm(S, Xc, case.reduce)
+        if with_arg:
+            ref, arg = reference.spmm(S, Xc, case.reduce, return_arg=True)
+            if pos is not None and pos.size:
+                arg = np.where(arg >= 0, pos[np.maximum(arg, 0)], -1)
+        else:
+            ref = reference.spmm(S, Xc, case.reduce)
         if case.reduce in ("sum", "mean"):
             mag = reference.spmm(_abs_csr(S), np.abs(Xc), case.reduce)
         else:
             vmax = 1.0 if S.val is None else float(np.abs(to_numpy(S.val)).max(initial=0.0))
             mag = np.full_like(ref, float(np.abs(Xc).max(initial=0.0)) * vmax)
-        return ref, mag, rows
+        return (ref, mag, rows, arg) if with_arg else (ref, mag, rows)
     Xr = X if rows is None else X[rows]
     Y = cols(inputs["Y"])
     if case.op == "sddmm":
         ref = reference.sddmm(S, Xr, Y, case.sddmm_op)
         mag = reference.sddmm(S, np.abs(Xr), np.abs(Y), case.sddmm_op)
         return ref, mag, pos
-    Z = cols(inputs["Z"])
+    Z = cols(z_of(case, inputs))
     ref = reference.fusedmm(S, Xr, Y, Z, case.sddmm_op, case.edge)
     if case.edge == "softmax":
         mag = np.full_like(ref, float(np.abs(Z).max(initial=0.0)))
@@ -169,11 +217,27 @@ def compare(got, ref, mag, rtol: float = 1e-4) -> tuple[bool, float, str]:
     return True, worst, ""
 
 
-def check(case, A: CSR, inputs: dict, result_host, rows=None, rtol: float = 1e-4):
-    """Check our result (host copy) against gnnsparse.reference on `rows` (None = all)."""
-    ref, mag, sel = expected(case, A, inputs, rows)
+def check(case, A: CSR, inputs: dict, result_host, rows=None, rtol: float | None = None, arg_host=None):
+    """Check our result (host copy) against gnnsparse.reference on `rows` (None = all); rtol:
+    RTOL[case.dtype] unless given. With arg_host (SpMM max / min with arg) the arg output must equal
+    the reference's exactly (ties go to the smallest edge position, -1 for empty rows)."""
+    rtol = RTOL[case.dtype] if rtol is None else rtol
+    if arg_host is None:
+        ref, mag, sel = expected(case, A, inputs, rows)
+    else:
+        ref, mag, sel, ref_arg = expected(case, A, inputs, rows, with_arg=True)
     got = result_host if sel is None else result_host[sel]
-    return compare(got, ref, mag, rtol)
+    ok, err, msg = compare(got, ref, mag, rtol)
+    if ok and arg_host is not None:
+        got_arg = np.asarray(arg_host if sel is None else arg_host[sel])
+        if got_arg.shape != ref_arg.shape:
+            return False, err, f"arg has shape {got_arg.shape}, reference {ref_arg.shape}"
+        bad = got_arg != ref_arg
+        if bad.any():
+            k = int(np.argmax(bad.ravel()))
+            return False, err, (f"arg differs from the reference's in {int(bad.sum())} of {bad.size} elements; "
+                                f"first at flat index {k}: {int(got_arg.ravel()[k])}, reference {int(ref_arg.ravel()[k])}")
+    return ok, err, msg
 
 
 def agree(a, b, rtol: float = 1e-3) -> bool:
@@ -206,9 +270,11 @@ class CPUDevice:
         self.name = f"{dev.name} (SYCL {dev.backend.name}:{dev.device_type.name}, {dev.max_compute_units} compute units)"
         self.torch_device = "cpu" if _has_torch() else None
         self.warmup, self.rotate = 1, 1
+        self.dtypes = _sycl_backend.backend.dtypes
+        self.backend_note = "the sycl backend (the SYCL CPU device)"
 
-    def put(self, a):
-        return a
+    def put(self, a, dtype: str = "float32"):
+        return a if a.dtype.name == dtype else a.astype(dtype)
 
     def put_csr(self, A, like):
         return A
@@ -269,9 +335,14 @@ class CUDADevice:
         self.name = f"{p.name} (CUDA, torch {torch.__version__}, {p.total_memory / 2**30:.0f} GiB)"
         self.l2_bytes = int(getattr(p, "L2_cache_size", l2_bytes) or l2_bytes)
         self.warmup = 5
+        from .._cuda_backend import backend
 
-    def put(self, a):
-        return self.torch.from_numpy(np.ascontiguousarray(a)).to(self.torch_device)
+        self.dtypes = backend.dtypes
+        self.backend_note = "the cuda backend"
+
+    def put(self, a, dtype: str = "float32"):
+        t = self.torch.from_numpy(np.ascontiguousarray(a)).to(self.torch_device)
+        return t if dtype == "float32" else t.to(getattr(self.torch, dtype))
 
     def put_csr(self, A, like):
         return A.to_like(like)
@@ -285,10 +356,10 @@ class CUDADevice:
     def free_bytes(self) -> int:
         return int(self.torch.cuda.mem_get_info()[0])
 
-    def copies_for(self, host_inputs) -> int:
+    def copies_for(self, host_inputs, elem_bytes: int = 4) -> int:
         """How many copies of the dense inputs to rotate so that consecutive launches do not find
-        them in L2 (at most 8)."""
-        size = sum(a.nbytes for a in host_inputs.values())
+        them in L2 (at most 8); on the device their elements take elem_bytes each."""
+        size = sum(a.size for a in host_inputs.values()) * elem_bytes
         if size >= 2 * self.l2_bytes:
             return 1
         return int(min(8, max(2, -(-2 * self.l2_bytes // max(size, 1)))))
@@ -323,6 +394,15 @@ def _has_torch() -> bool:
         return True
     except Exception:
         return False
+
+
+def unsupported_dtype(dev, dtype: str):
+    """Why `dev` cannot run features of `dtype` (the reason a case is skipped), or None."""
+    if dtype in dev.dtypes:
+        return None
+    note = getattr(dev, "backend_note", f"the {dev.kind} device")
+    why = f"{dtype} features: {note} takes {' and '.join(sorted(dev.dtypes))} only"
+    return why if "cuda" in note else why + " (the cuda backend runs it: --device cuda on a GPU)"
 
 
 def cuda_usable() -> tuple[bool, str]:

@@ -3,8 +3,10 @@
 CPU: scipy.sparse (csr @ dense), torch.sparse (torch.sparse.mm / sampled_addmm on CPU) and the
 PyG-style gather + index_add_/scatter_reduce in torch. GPU: torch.sparse (cuSPARSE underneath),
 the PyG-style gather/scatter (torch_geometric.utils.scatter/softmax when installed, else plain torch),
-and for FusedMM our own unfused SDDMM + SpMM. Each reference is (name, description, setup) where
-setup(device, A, host_inputs) returns fn(inputs) -> result, or raises Unsupported.
+and for FusedMM our own unfused SDDMM + SpMM. Cases of another feature dtype than float32 (bfloat16
+on the GPU) are compared with our own op on float32 inputs of the same values ("ours_fp32"); the
+other libraries take float32 cases only. Each reference is (name, description, setup) where
+setup(case, device, A, G, A_dev) returns fn(inputs) -> result, or raises Unsupported.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import numpy as np
 
 from .._arrays import to_numpy
 from .._csr import CSR
+from . import measure
 
 
 class Unsupported(Exception):
@@ -57,8 +60,14 @@ class TorchGraph:
         self.device = dev
 
 
+def _float32_only(case):
+    if case.dtype != "float32":
+        raise Unsupported
+
+
 # ---------------------------------------------------------------- scipy (CPU)
 def scipy_setup(case, dev, A, G, A_dev):
+    _float32_only(case)
     if dev.kind != "cpu" or case.op != "spmm" or case.reduce not in ("sum", "mean"):
         raise Unsupported
     S = A.to_scipy().astype(np.float32)
@@ -73,6 +82,7 @@ def scipy_setup(case, dev, A, G, A_dev):
 
 # ---------------------------------------------------------------- torch.sparse (CPU kernels / cuSPARSE)
 def torch_sparse_setup(case, dev, A, G, A_dev):
+    _float32_only(case)
     torch = G.torch
     if case.op == "spmm":
         T = G.csr
@@ -109,6 +119,7 @@ def _segment_softmax(torch, pygu, e, row, M):
 
 
 def pyg_setup(case, dev, A, G, A_dev):
+    _float32_only(case)
     torch = G.torch
     pygu = _pyg()
     free = dev.free_bytes() if hasattr(dev, "free_bytes") else None
@@ -155,7 +166,7 @@ def pyg_setup(case, dev, A, G, A_dev):
             e = _segment_softmax(torch, pygu, e, row, M)
         if val is not None:
             e = e * (val if e.dim() == 1 else val[:, None])
-        Z = i["Z"]
+        Z = measure.z_of(case, i)
         w = e[:, None] if e.dim() == 1 else e[:, :, None]
         return scatter(w * Z[col], "sum")
     return fused
@@ -168,6 +179,7 @@ def pyg_description():
 
 # ---------------------------------------------------------------- our own unfused SDDMM + SpMM
 def unfused_setup(case, dev, A, G, A_dev):
+    """Our SDDMM, then our SpMM of Z weighted by its output (Z is Y for a Y=Z case): edge none."""
     if case.op != "fusedmm" or case.edge != "none" or case.heads != 1:
         raise Unsupported
     import gnnsparse as gs
@@ -177,8 +189,20 @@ def unfused_setup(case, dev, A, G, A_dev):
         if A_dev.val is not None:
             e = e * A_dev.val
         W = CSR(A_dev.rowptr, A_dev.col, e, A_dev.shape, validate=False)
-        return gs.spmm(W, i["Z"])
+        return gs.spmm(W, measure.z_of(case, i))
     return lambda i: run(i, A_dev)
+
+
+# ---------------------------------------------------------------- our own op in float32
+def fp32_setup(case, dev, A, G, A_dev):
+    """The same op of ours on float32 inputs holding the same values (a bfloat16 case's baseline)."""
+    if case.dtype == "float32":
+        raise Unsupported
+    import dataclasses
+
+    c32 = dataclasses.replace(case, dtype="float32")
+    fn = measure.ours(c32)
+    return lambda i: measure.split(c32, fn(A_dev, i))[0]
 
 
 REFERENCES = {
@@ -188,6 +212,9 @@ REFERENCES = {
     "torch.sparse": ("torch.sparse.mm / sampled_addmm on CSR", torch_sparse_setup, "torch", ("cpu", "cuda")),
     "pyg": (pyg_description, pyg_setup, "torch", ("cpu", "cuda")),
     "unfused": ("gnnsparse sddmm + spmm, not fused", unfused_setup, "ours", ("cpu", "cuda")),
+    # "fp32": float32 copies of the inputs on the device, for cases of another dtype
+    "ours_fp32": ("gnnsparse, the same op on float32 inputs of the same values", fp32_setup, "fp32",
+                  ("cpu", "cuda")),
 }
 
 

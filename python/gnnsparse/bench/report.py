@@ -7,7 +7,7 @@ import math
 import os
 import sys
 
-REF_ORDER = ("torch.sparse", "scipy", "pyg", "unfused")
+REF_ORDER = ("torch.sparse", "scipy", "pyg", "unfused", "ours_fp32")
 
 
 def fmt_time(s):
@@ -28,7 +28,8 @@ def ref_columns(results):
 def table_rows(results):
     """(header, rows of strings, status per row) shared by the rich and the plain table."""
     names = ref_columns(results)
-    header = ["op", "variant", "graph", "C", "nnz", "ours"] + [f"×{n}" for n in names] + ["GB/s", "GFLOP/s", "check"]
+    header = (["op", "variant", "graph", "C", "nnz", "ours"] + [f"×{n}" for n in names]
+              + ["GB/s", "floor", "GFLOP/s", "check"])
     rows, status = [], []
     for r in results:
         if r.get("skipped") and not r.get("error"):
@@ -46,6 +47,7 @@ def table_rows(results):
             else:
                 cells.append(f"{ref['ratio']:.2f}" + ("" if ref.get("agrees", True) else "≠"))
         cells.append(f"{r['gbps']:.1f}" if r.get("gbps") is not None else "-")
+        cells.append(f"{100 * r['frac_copy_bw']:.0f} %" if r.get("frac_copy_bw") is not None else "-")
         cells.append(f"{r['gflops']:.1f}" if r.get("gflops") is not None else "-")
         if r.get("skipped"):
             st = "skip"
@@ -75,7 +77,8 @@ def print_table(results, meta, plain=False):
     title = f"gnnsparse bench · {meta['device_name']} · {meta.get('stat', 'median')} of {meta['repeat']}"
     foot = ("×ref = ref time / ours (> 1: gnnsparse faster; ≠: the reference's result differs); "
             f"copy bandwidth {meta['copy_bandwidth']['device_gbps']:.1f} GB/s (read+write); "
-            "GB/s from the bytes model; ok Nr: N sampled rows checked")
+            "GB/s from the bytes model; floor: the bytes' time at that bandwidth / ours (> 100 %: "
+            "served from caches); ok Nr: N sampled rows checked")
     styles = ["red" if st == "FAIL" else ("dim" if st == "skip" else None) for st in status]
     _print_table(header, rows, title=title, caption=foot, left=3, styles=styles, plain=plain)
 
@@ -99,6 +102,17 @@ def summary_line(key, v):
 def print_summary(summary, echo=print):
     for k, v in summary.items():
         echo("  " + summary_line(k, v))
+
+
+def skipped_lines(results):
+    """Lines on the cases skipped without an error: one per case the device cannot run (with the
+    reason), one count for those --max-nnz left out."""
+    skipped = [r for r in results if r.get("skipped") and not r.get("error")]
+    by_nnz = [r for r in skipped if r.get("skip_kind") == "max_nnz"]
+    out = [f"skipped {r['case']}: {r['skipped']}" for r in skipped if r.get("skip_kind") != "max_nnz"]
+    if by_nnz:
+        out.append(f"{len(by_nnz)} case(s) skipped by --max-nnz (listed in results.json)")
+    return out
 
 
 # ---------------------------------------------------------------- files
@@ -131,8 +145,9 @@ def _jsonable(x):
 
 
 CSV_FIELDS = ["suite", "case", "op", "variant", "graph", "M", "K", "nnz", "max_degree", "weighted", "width", "heads",
-              "reduce", "sddmm_op", "edge", "device", "verified", "checked_rows", "max_rel_err", "stat", "ours_s",
-              "ours_median_s", "ours_min_s", "repeats", "bytes", "flops", "gbps", "gflops", "skipped", "error"]
+              "reduce", "sddmm_op", "edge", "dtype", "arg", "y_is_z", "device", "verified", "checked_rows", "max_rel_err",
+              "stat", "ours_s", "ours_median_s", "ours_min_s", "repeats", "bytes", "flops", "gbps", "frac_copy_bw",
+              "gflops", "skipped", "error"]
 
 
 def write_csv(path, results):
@@ -160,9 +175,14 @@ def write_markdown(path, meta, results, summary):
              f"copy bandwidth {cb['device_gbps']:.1f} GB/s read+write ({cb['method']})", "",
              f"Timing: {meta.get('timing', '')}", "",
              "References: " + "; ".join(f"**{k}** = {v}" for k, v in meta["references"].items()), "",
-             markdown_table(results), "",
-             "×ref = reference time / gnnsparse time (> 1: gnnsparse faster). GB/s: " + meta["bytes_model"] + ".", "",
-             "Geometric means over the verified cases of each op and variant:", ""]
+             markdown_table(results), ""]
+    skipped = skipped_lines(results)
+    if skipped:
+        lines += ["- " + line for line in skipped] + [""]
+    lines += ["×ref = reference time / gnnsparse time (> 1: gnnsparse faster). GB/s: " + meta["bytes_model"] + "; "
+              "floor: the bytes' time at the copy bandwidth / gnnsparse time (GB/s as % of the copy bandwidth; "
+              "> 100 %: served from caches).", "",
+              "Geometric means over the verified cases of each op and variant:", ""]
     lines += ["- " + summary_line(k, v) for k, v in summary.items()]
     if meta.get("targets"):
         lines += ["", "Project goals (measured in this run):", ""]

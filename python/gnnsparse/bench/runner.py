@@ -53,6 +53,13 @@ def run_cases(cases, dev, *, repeat: int, warmup: int | None = None, seed: int =
     graph_key, A, A_err, G, A_dev_cache = None, None, None, None, {}
     progress.start(len(cases))
     for case in cases:
+        why = measure.unsupported_dtype(dev, case.dtype)
+        if why is not None:  # before the graph is built: a skipped case needs none
+            row = _base_row(case, A if case.graph == graph_key else None, dev)
+            row.update(skipped=why, skip_kind="dtype")
+            results.append(row)
+            progress.advance(case.label)
+            continue
         if case.graph != graph_key:
             graph_key, A, A_err, G, A_dev_cache = case.graph, None, None, None, {}
             est = estimated_nnz(case.graph)
@@ -68,12 +75,14 @@ def run_cases(cases, dev, *, repeat: int, warmup: int | None = None, seed: int =
         row = _base_row(case, A, dev)
         if A is None:
             row["skipped"] = A_err or f"graph has more than --max-nnz={max_nnz} stored entries"
+            row["skip_kind"] = "error" if A_err else "max_nnz"
             row["error"] = A_err
             results.append(row)
             progress.advance(case.label)
             continue
         if max_nnz is not None and A.nnz > max_nnz:
             row["skipped"] = f"nnz {A.nnz} > --max-nnz={max_nnz}"
+            row["skip_kind"] = "max_nnz"
             results.append(row)
             progress.advance(case.label)
             continue
@@ -103,32 +112,42 @@ def _base_row(case, A, dev):
         "weighted": None if A is None else A.val is not None,
         "width": case.width, "heads": case.heads, "reduce": case.reduce if case.op == "spmm" else None,
         "sddmm_op": case.sddmm_op if case.op != "spmm" else None, "edge": case.edge if case.op == "fusedmm" else None,
-        "device": dev.kind, "verified": False, "checked_rows": None, "max_rel_err": None, "error": None,
+        "dtype": case.dtype, "arg": case.arg if case.op == "spmm" else None,
+        "y_is_z": case.y_is_z if case.op == "fusedmm" else None, "device": dev.kind, "verified": False, "checked_rows": None, "max_rel_err": None, "error": None,
         "ours_s": None, "ours_min_s": None, "repeats": None, "refs": {},
     }
 
 
+def _copies(dev, host, dtype):
+    return dev.copies_for(host, measure.itemsize(dtype)) if hasattr(dev, "copies_for") else 1
+
+
 def _run_one(case, A, G, dev, row, names, repeat, warmup, seed, check_rows, A_dev_cache, stat="median"):
+    # host inputs are float32 holding values of case.dtype; ours get them in case.dtype
     host = measure.make_inputs(case, A, seed)
     fn = measure.ours(case)
-    n_copies = dev.copies_for(host) if hasattr(dev, "copies_for") else 1
-    ours_inputs = [{k: dev.put(v) for k, v in host.items()} for _ in range(n_copies)]
+    n_copies = _copies(dev, host, case.dtype)
+    ours_inputs = [{k: dev.put(v, case.dtype) for k, v in host.items()} for _ in range(n_copies)]
     like = ours_inputs[0]["X"]
     A_dev = A_dev_cache.get("A")
     if A_dev is None:
         A_dev = A_dev_cache["A"] = dev.put_csr(A, like)
 
     # 1. correctness first: our result (the first call also compiles the kernel) against the reference
-    result = dev.host(fn(A_dev, ours_inputs[0]))
+    value, arg = measure.split(case, fn(A_dev, ours_inputs[0]))
+    result = dev.host(value)
+    arg = None if arg is None else dev.host(arg)
     rows = measure.sample_rows(A, check_rows, seed)
-    ok, err, msg = measure.check(case, A, host, result, rows)
+    ok, err, msg = measure.check(case, A, host, result, rows, arg_host=arg)
+    del arg
     row.update(verified=ok, max_rel_err=err, checked_rows="all" if rows is None else int(len(rows)))
     if not ok:
         row["error"] = f"result differs from gnnsparse.reference: {msg}"
         return
 
     # 2. every reference library on the same inputs: set up, first result compared with ours
-    torch_inputs = None
+    torch_inputs = fp32_inputs = None
+    agree_rtol = max(1e-3, measure.RTOL[case.dtype])
     fns = {"ours": (lambda i: fn(A_dev, i), ours_inputs)}
     for name in names:
         desc, setup, kind, _ = refs.REFERENCES[name]
@@ -140,6 +159,11 @@ def _run_one(case, A, G, dev, row, names, repeat, warmup, seed, check_rows, A_de
                     inputs = [host]
                 elif kind == "ours":
                     inputs = ours_inputs
+                elif kind == "fp32":
+                    if fp32_inputs is None:
+                        fp32_inputs = [{k: dev.put(v) for k, v in host.items()}
+                                       for _ in range(_copies(dev, host, "float32"))]
+                    inputs = fp32_inputs
                 else:
                     if torch_inputs is None:
                         torch_inputs = _torch_inputs(dev, host, ours_inputs)
@@ -152,7 +176,7 @@ def _run_one(case, A, G, dev, row, names, repeat, warmup, seed, check_rows, A_de
             if dev.kind == "cuda" and hasattr(dev, "torch"):
                 dev.torch.cuda.empty_cache()
             continue
-        row["refs"][name] = {"impl": refs.describe(name, dev), "agrees": measure.agree(first, result)}
+        row["refs"][name] = {"impl": refs.describe(name, dev), "agrees": measure.agree(first, result, agree_rtol)}
         fns[name] = (rfn, inputs)
         del first
         if dev.kind == "cpu" and kind == "torch":
@@ -233,8 +257,9 @@ def targets(summary, results, device):
     summary prints under the same name."""
     ok = [r for r in results if r.get("verified") and r.get("ours_s")]
 
-    def spmm_sum(r, w=None):
-        return r["op"] == "spmm" and r["reduce"] == "sum" and (w is None or r["width"] == w)
+    def spmm_sum(r, w=None):  # float32 features (rows of other dtypes have their own goal)
+        return (r["op"] == "spmm" and r["reduce"] == "sum" and r.get("dtype", "float32") == "float32"
+                and (w is None or r["width"] == w))
 
     out = []
 
@@ -247,8 +272,8 @@ def targets(summary, results, device):
             out.append({"target": name, "measured": f"geomean {g:.2f}× ({', '.join(keys)})", "cases": n,
                         "met": bool(g >= goal)})
 
-    def keys(op, ref):
-        return sorted({f"{r['op']} {r['variant']} vs {ref}" for r in ok if r["op"] == op})
+    def keys(op, ref, pred=lambda r: True):
+        return sorted({f"{r['op']} {r['variant']} vs {ref}" for r in ok if r["op"] == op and pred(r)})
 
     if device == "cpu":
         add("SpMM sum >= torch.sparse.mm (CPU)", ["spmm sum vs torch.sparse"], 1.0)
@@ -256,7 +281,14 @@ def targets(summary, results, device):
         return out
     add("SpMM sum >= torch.sparse.mm (cuSPARSE)", ["spmm sum vs torch.sparse"], 1.0)
     add("SDDMM >= torch.sparse.sampled_addmm (cuSPARSE)", keys("sddmm", "torch.sparse"), 1.0)
-    add("FusedMM >= 1.3x our SDDMM + SpMM", keys("fusedmm", "unfused"), 1.3)
+    add("FusedMM >= 1.3x our SDDMM + SpMM", keys("fusedmm", "unfused", lambda r: not r.get("y_is_z")), 1.3)
+    add("FusedMM with Y = Z >= 1.7x our SDDMM + SpMM", keys("fusedmm", "unfused", lambda r: bool(r.get("y_is_z"))), 1.7)
+    bf = [r for r in ok if r["op"] == "spmm" and r.get("dtype") == "bfloat16" and r["width"] == 128
+          and "ratio" in r["refs"].get("ours_fp32", {})]
+    if bf:
+        worst = min(r["refs"]["ours_fp32"]["ratio"] for r in bf)
+        out.append({"target": "SpMM bf16 >= 1.8x our fp32 SpMM at C=128", "cases": len(bf), "met": bool(worst >= 1.8),
+                    "measured": f"worst {worst:.2f}x ({', '.join(r['graph'] for r in bf)})"})
     for what, pred, goal in (("SpMM", spmm_sum, 0.95),
                              ("SDDMM", lambda r: r["op"] == "sddmm" and r.get("sddmm_op") == "dot", 0.90)):
         fr = [r["frac_copy_bw"] for r in ok if pred(r) and r.get("frac_copy_bw") and r["nnz"] >= 5_000_000]
