@@ -212,9 +212,9 @@ inline SddmmPlan plan_sddmm(int64_t M, int64_t nnz, int64_t H, int64_t F, int64_
 
 // ---- FusedMM (fusedmm.cu) -------------------------------------------------------------------
 // One group per (row, head); lanes split F for the dot and D for the aggregation (TL vectors of D
-// per lane); online softmax (running max and sum, rescaled accumulator). With one head, rows longer
-// than kWarpRowMin are taken by the whole warp: its 32 / G groups each run a contiguous part of
-// the row and the parts' states are merged by a fixed shuffle tree. Hub rows take the hub pass with
+// per lane); online softmax (running max and sum, rescaled accumulator). Rows longer than
+// kWarpRowMin are taken by the whole warp: its 32 / G groups each run a contiguous part of the
+// row and the parts' states are merged by a fixed shuffle tree. Hub rows take the hub pass with
 // partial states (max, sum, acc[D]) per (segment, head), a warp per (segment, head). When Y is Z
 // (and F == D), one gathered row feeds both the score and the aggregation.
 struct FusedTuning {
