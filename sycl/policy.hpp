@@ -1,11 +1,13 @@
 // Launch policy of the portable SYCL kernels (host code only, plain C++17): which kernel instance
 // and which nd_range a call gets, and the list of every instance these choices can produce.
 //
-// Kernels (sycl/kernels/*.hpp), all a sub-group per row (or per row and head) except sddmm_csr:
+// Kernels (sycl/kernels/*.hpp), a sub-group per row (or per row and head) except the SDDMM ones:
 //   spmm_csr_sg     C >= SG: lanes over features, V features per lane, ntiles tiles of SG * V
+//                   (one tile: `rows` consecutive rows per sub-group)
 //   spmm_csr_narrow C <  SG: lanes over edges, a lane keeps all C <= V features
-//   sddmm_dot_sg    dot, F >= SG / 2: lanes over F, one sub-group reduction per edge
-//   sddmm_csr       add, or narrow dot: a work-item per (edge, head)
+//   sddmm_dot_sg    dot: a run of (edge, head) pairs per sub-group, lanes over F, one
+//                   transpose-reduce per SG pairs
+//   sddmm_csr       add (dot only where sub-groups are 1 wide): a work-item per (edge, head)
 //   fusedmm_csr_sg  lanes over D, V features per lane, ntiles tiles of SG * V
 #pragma once
 #include <algorithm>
@@ -33,6 +35,8 @@ struct Launch {
   Instance inst;
   std::size_t global = 0, local = 1;
   long ntiles = 1;  // feature tiles per row (spmm_csr_sg, fusedmm_csr_sg)
+  long chunk = 1;   // (edge, head) pairs per sub-group (sddmm_dot_sg)
+  long rows = 1;    // rows per sub-group (spmm_csr_sg with ntiles == 1)
 };
 
 inline constexpr int kMaxV = 8;  // features per lane of the sub-group kernels
@@ -73,6 +77,18 @@ inline int narrow_width(long C) {
   return V;
 }
 
+// Rows per sub-group of spmm_csr_sg when a row is one feature tile. CPU devices: 8, fewer when
+// that would leave under 64 sub-groups per compute unit. Measured on the OpenCL CPU device (2 cores,
+// 2026-12-01, docs/performance.md): a Cora-sized graph (2,708 rows, C = 16) 17.7 -> 13.9 us a
+// launch, 50k rows / 500k edges 1.01 -> 0.80 ms (C = 16) and 1.51 -> 1.16 ms (C = 32). GPUs: 1.
+inline long spmm_rows_per_subgroup(const DeviceCaps &c, long M) {
+  if (!c.cpu) return 1;
+  const long want = 64 * long(std::max<std::size_t>(c.compute_units, 1));
+  long r = 8;
+  while (r > 1 && M / r < want) r /= 2;
+  return r;
+}
+
 // Preconditions (checked by the dispatchers): M > 0, C > 0, dtype float32 or float64.
 inline Launch spmm_launch(const DeviceCaps &c, const SpmmArgs &a) {
   const int sg = int(c.preferred_sg);
@@ -85,19 +101,34 @@ inline Launch spmm_launch(const DeviceCaps &c, const SpmmArgs &a) {
     int V;
     feature_tiles(sg, a.C, V, l.ntiles);
     l.inst = Instance::of(Kernel::spmm_sg, a.dtype, a.A.itype, a.reduce, W, ARG, sg, V);
-    l.global = std::size_t(a.A.M * l.ntiles) * sg;
+    l.rows = l.ntiles == 1 ? spmm_rows_per_subgroup(c, a.A.M) : 1;
+    l.global = std::size_t((a.A.M + l.rows - 1) / l.rows * l.ntiles) * sg;
   }
   finish(c, l);
   return l;
+}
+
+// (edge, head) pairs per sub-group of sddmm_dot_sg: batches of SG pairs, up to 8 batches so the
+// binary search that finds the first pair's row is paid once per 8 SG pairs, fewer when that
+// would leave less than 64 sub-groups per compute unit (load balance over the cores).
+inline long sddmm_chunk(const DeviceCaps &c, long pairs) {
+  const long sg = long(c.preferred_sg), want = 64 * long(std::max<std::size_t>(c.compute_units, 1));
+  long b = 8;
+  while (b > 1 && pairs / (sg * b) < want) b /= 2;
+  return sg * b;
 }
 
 // Preconditions: nnz > 0, H > 0.
 inline Launch sddmm_launch(const DeviceCaps &c, const SddmmArgs &a) {
   const int sg = int(c.preferred_sg);
   Launch l;
-  if (a.op == SddmmOp::dot && sg >= 2 && a.F >= sg / 2) {
+  // dot: the sub-group kernel at every F (on the CPU device it beat the work-item-per-pair kernel
+  // 2.6-6.7x even at F = 1, 4, 8, where most lanes of a chunk of features idle: docs/performance.md)
+  if (a.op == SddmmOp::dot && sg >= 2) {
     l.inst = Instance::of(Kernel::sddmm_dot_sg, a.dtype, a.A.itype, sg);
-    l.global = std::size_t(a.A.M * a.H) * sg;
+    const long pairs = a.A.nnz * a.H;
+    l.chunk = sddmm_chunk(c, pairs);
+    l.global = std::size_t((pairs + l.chunk - 1) / l.chunk) * sg;
   } else {
     l.inst = Instance::of(Kernel::sddmm_csr, a.dtype, a.A.itype, a.op);
     l.global = std::size_t(a.A.nnz * a.H);

@@ -15,7 +15,8 @@ sycl::event sddmm(sycl::queue &q, const SddmmArgs &a, const Deps &deps) {
     if (auto e = esimd_sddmm(q, a, deps)) return *e;
   const Launch l = sddmm_launch(caps, a);
   if (l.inst.kernel() == Kernel::sddmm_dot_sg)
-    return submit(q, l, deps, a.A.rowptr, a.A.col, a.X, a.Y, a.E, long(a.A.M), long(a.H), long(a.F));
+    return submit(q, l, deps, a.A.rowptr, a.A.col, a.X, a.Y, a.E, long(a.A.M), long(a.A.nnz * a.H), long(a.H),
+                  long(a.F), long(l.chunk));
   return submit(q, l, deps, a.A.rowptr, a.A.col, a.X, a.Y, a.E, long(a.A.M), long(a.A.nnz), long(a.H), long(a.F));
 }
 

@@ -17,7 +17,8 @@ sycl::event spmm(sycl::queue &q, const SpmmArgs &a, const Deps &deps) {
   const std::int64_t *arg = has_arg(a.reduce) ? a.arg : nullptr;
   if (l.inst.kernel() == Kernel::spmm_narrow)
     return submit(q, l, deps, a.A.rowptr, a.A.col, a.A.val, a.X, a.Y, arg, long(a.A.M), long(a.C));
-  return submit(q, l, deps, a.A.rowptr, a.A.col, a.A.val, a.X, a.Y, arg, long(a.A.M), long(a.C), long(l.ntiles));
+  return submit(q, l, deps, a.A.rowptr, a.A.col, a.A.val, a.X, a.Y, arg, long(a.A.M), long(a.C), long(l.ntiles),
+                long(l.rows));
 }
 
 }  // namespace gnnsparse::sycl_rt

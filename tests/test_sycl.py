@@ -87,6 +87,45 @@ def test_spmm_deterministic(rng):
             assert np.array_equal(gs.spmm(A, X, reduce), first, equal_nan=True)
 
 
+@pytest.mark.parametrize("M", [257, 1001, 3001])
+def test_spmm_rows_per_subgroup(rng, M):
+    # on CPU devices a sub-group of the wide SpMM kernel takes several consecutive rows when a row is
+    # one feature tile (policy.hpp): enough rows that the policy picks 2, 4 and 8 of them here, row
+    # counts that do not divide, empty rows and a hub; every reduction, arg included, and repeatable
+    A = random_csr(rng, M, 300, mean_deg=3.0, empty_frac=0.3, hub=700)
+    for C in (16, 40, 128):
+        X = rng.standard_normal((300, C)).astype(np.float32)
+        for reduce in ("sum", "mean", "max", "min"):
+            if reduce in ("max", "min"):
+                Y, arg = gs.spmm(A, X, reduce, return_arg=True)
+                Yr, argr = ref.spmm(A, X, reduce, return_arg=True)
+                np.testing.assert_array_equal(arg, argr)
+            else:
+                Y, Yr = gs.spmm(A, X, reduce), ref.spmm(A, X, reduce)
+            assert not np.isnan(Y).any()
+            tol = 2e-5 * np.sqrt(A.degrees().max())
+            np.testing.assert_allclose(Y, Yr, rtol=tol, atol=tol)
+            assert np.array_equal(gs.spmm(A, X, reduce), Y)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sddmm_dot_batch_boundaries(rng, dtype):
+    # the dot kernel walks runs of (edge, head) pairs in batches of the sub-group size: rows that
+    # straddle batches and sub-groups, runs of empty rows where a batch starts, a hub spread over
+    # many sub-groups, pair counts just off a multiple of the batch, widths with and without a
+    # partial chunk of features, heads that do not divide the batch; bitwise repeatable
+    for M, K, deg, hub in [(3, 5, 40.0, 0), (300, 90, 2.0, 2049), (1000, 37, 0.6, 0), (17, 1, 9.0, 0)]:
+        A = random_csr(rng, M, K, mean_deg=deg, hub=hub, empty_frac=0.5, weighted=False)
+        for F, H in [(1, 1), (16, 1), (32, 1), (33, 1), (48, 3), (128, 1), (5, 16)]:
+            X = rng.standard_normal((M, H, F)).astype(dtype)
+            Y = rng.standard_normal((K, H, F)).astype(dtype)
+            E = gs.sddmm(A, X, Y, "dot")
+            assert E.shape == (A.nnz, H) and not np.isnan(E).any()
+            tol = TOL[dtype]["rtol"] * max(1.0, np.sqrt(F))
+            np.testing.assert_allclose(E, ref.sddmm(A, X, Y, "dot"), rtol=tol, atol=tol)
+            assert np.array_equal(gs.sddmm(A, X, Y, "dot"), E)
+
+
 @pytest.mark.parametrize("M, K, deg, hub", SHAPES)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_sddmm_dot_add(rng, M, K, deg, hub, dtype):

@@ -66,15 +66,18 @@ struct Reducer {
   }
 };
 
-// Row containing edge k: the last r with rowptr[r] <= k (rows may be empty).
+// Row containing edge k: the last r with rowptr[r] <= k (rows may be empty). A branch-free binary
+// search whose trip count depends only on M (the answer lies in [base, base + n)), so the loop
+// branch is predictable and each step is a load and a select.
 template <typename I>
 inline long row_of_edge(const I *rowptr, long M, long k) {
-  long lo = 0, hi = M;  // invariant: rowptr[lo] <= k < rowptr[hi]
-  while (hi - lo > 1) {
-    long mid = lo + (hi - lo) / 2;
-    if (long(rowptr[mid]) <= k) lo = mid; else hi = mid;
+  long base = 0, n = M;
+  while (n > 1) {
+    const long half = n / 2;
+    base = long(rowptr[base + half]) <= k ? base + half : base;
+    n -= half;
   }
-  return lo;
+  return base;
 }
 
 }  // namespace gnnsparse

@@ -1,6 +1,8 @@
-// Portable SYCL SDDMM (semantics: include/gnnsparse/ops.hpp). One work-item per (edge k, head h):
-// the edge's row comes from a binary search in rowptr, so hub rows spread over many work-items.
-// The dot product runs in a fixed order (V independent partial sums, combined in lane order).
+// Portable SYCL SDDMM (semantics: include/gnnsparse/ops.hpp). Two kernels:
+//   sddmm_csr     add (and dot on devices without sub-groups of at least 2): one work-item per
+//                 (edge k, head h), the edge's row from a binary search in rowptr;
+//   sddmm_dot_sg  dot: a sub-group per run of (edge, head) pairs, lanes over features, one
+//                 transpose-reduce per SG pairs.
 #pragma once
 #include <sycl/group_algorithm.hpp>
 
@@ -8,6 +10,7 @@
 
 namespace gnnsparse {
 
+// The dot product runs in a fixed order (V independent partial sums, combined in lane order).
 template <typename T, typename I, SddmmOp OP>
 SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))
 void sddmm_csr(const I *rowptr, const I *col, const T *X, const T *Y, T *E, long M, long nnz, long H, long F) {
@@ -30,25 +33,98 @@ void sddmm_csr(const I *rowptr, const I *col, const T *X, const T *Y, T *E, long
   }
 }
 
-// dot with F >= SG: a sub-group per (row, head), the row uniform by construction; lanes split the
-// feature axis (contiguous vector loads), one reduce_over_group per edge (a fixed tree for a fixed
-// sub-group size: reproducible), lane 0 writes E.
+// dot: a sub-group per run of consecutive (edge, head) pairs (`chunk`, a multiple of SG), in
+// batches of SG pairs. Written for the OpenCL CPU device, which runs a sub-group as one SIMD
+// instruction stream (lane = vector element), and fine for GPUs too:
+//  - per batch, lane l takes pair p0 + l: its edge and head, its row (walked from the batch's first
+//    row; a binary search once per sub-group), the offsets of its X and Y rows;
+//  - per pair s of the batch, the offsets are broadcast from lane s (so the loads below are
+//    contiguous vector loads, not gathers) and the lanes split the feature axis: lane l takes
+//    f = l, l + SG, ..., giving one partial sum per lane;
+//  - the SG partial vectors of the batch are summed across lanes by a transpose-reduce: log2(SG)
+//    butterfly levels, SG - 1 lane permutes per level pair in all, instead of a group reduction per
+//    pair; then lane l holds pair p0 + l's dot product and the batch is one contiguous store.
+// Every pair sums in one fixed order (per lane in f order, then the fixed butterfly tree), whatever
+// the chunk or the launch: bitwise reproducible for a given sub-group size. Hub rows spread over many
+// sub-groups. No atomics.
+
+// One butterfly level of the transpose-reduce: vectors s and s + D are folded into vector s, whose
+// lanes with bit D set then hold pair s + D's sums and the others pair s's, each over lanes l, l ^ D.
+template <typename T, int SG, int D>
+inline void transpose_reduce(const sycl::sub_group &sg, long lane, T (&part)[SG]) {
+  if constexpr (D >= 1) {
+    const bool hi = (lane & D) != 0;
+#pragma unroll
+    for (int s = 0; s < D; ++s) {
+      // both partners add the same two values (a + b == b + a exactly): the result is one value
+      const T a = part[s] + sycl::permute_group_by_xor(sg, part[s], D);
+      const T b = part[s + D] + sycl::permute_group_by_xor(sg, part[s + D], D);
+      part[s] = hi ? b : a;  // a select of computed values (a select of two loads from part[]
+                             // would become a gather from the private array)
+    }
+    transpose_reduce<T, SG, D / 2>(sg, lane, part);
+  }
+}
+
+// The batches of pairs [p_begin, p_end). NF > 0: F == NF * SG, known at compile time; NF == 0:
+// any F (a loop over the full chunks of SG features, TAIL: a partial last chunk).
+template <typename T, typename I, int SG, int NF, bool TAIL>
+inline void sddmm_dot_batches(const sycl::sub_group &sg, long lane, const I *rowptr, const I *col, const T *X,
+                              const T *Y, T *E, long M, long H, long F, long p_begin, long p_end) {
+  long i0 = row_of_edge(rowptr, M, H == 1 ? p_begin : p_begin / H);  // row of the batch's first pair
+  const long nfull = NF > 0 ? NF : F / SG;
+  for (long p0 = p_begin; p0 < p_end; p0 += SG) {
+    const long p = p0 + lane < p_end ? p0 + lane : p_end - 1;  // lanes past the end repeat the last pair
+    long k = p, h = 0;
+    if (H != 1) {  // edge and head of pair p, from the batch's first pair without a per-lane division
+      k = p0 / H;
+      h = p0 - k * H + (p - p0);
+      while (h >= H) { h -= H; ++k; }
+    }
+    long i = i0;
+    while (long(rowptr[i + 1]) <= k) ++i;  // skips empty rows
+    const long xoff = (i * H + h) * F, yoff = (long(col[k]) * H + h) * F;
+    i0 = sycl::group_broadcast(sg, i, SG - 1);
+    T part[SG];
+#pragma unroll
+    for (int s = 0; s < SG; ++s) {
+      const T *x = X + sycl::group_broadcast(sg, xoff, s) + lane;
+      const T *y = Y + sycl::group_broadcast(sg, yoff, s) + lane;
+      T acc = T(0);
+      if constexpr (NF > 0) {
+#pragma unroll
+        for (int c = 0; c < NF; ++c) acc += x[c * SG] * y[c * SG];
+      } else {
+        for (long c = 0; c < nfull; ++c) acc += x[c * SG] * y[c * SG];
+      }
+      if constexpr (TAIL)
+        if (nfull * SG + lane < F) acc += x[nfull * SG] * y[nfull * SG];
+      part[s] = acc;
+    }
+    transpose_reduce<T, SG, SG / 2>(sg, lane, part);
+    if (p0 + lane < p_end) E[p0 + lane] = part[0];
+  }
+}
+
 template <typename T, typename I, int SG>
 SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))
 SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<SG>))
-void sddmm_dot_sg(const I *rowptr, const I *col, const T *X, const T *Y, T *E, long M, long H, long F) {
-  const auto [sg, ih, lane] = subgroup_slot();
-  const long i = ih / H, h = ih % H;
-  if (i >= M) return;
-  const T *x = X + (i * H + h) * F;
-  const long b = long(rowptr[i]), e = long(rowptr[i + 1]);
-  for (long k = b; k < e; ++k) {
-    const T *y = Y + (long(col[k]) * H + h) * F;
-    T part = T(0);
-    for (long f = lane; f < F; f += SG) part += x[f] * y[f];
-    const T s = sycl::reduce_over_group(sg, part, sycl::plus<T>());
-    if (lane == 0) E[k * H + h] = s;
-  }
+void sddmm_dot_sg(const I *rowptr, const I *col, const T *X, const T *Y, T *E, long M, long total, long H, long F,
+                  long chunk) {
+  static_assert(SG >= 2 && (SG & (SG - 1)) == 0, "power-of-two sub-group");
+  const auto [sg, g, lane] = subgroup_slot();
+  const long p_begin = g * chunk;
+  if (p_begin >= total) return;
+  const long p_end = p_begin + chunk < total ? p_begin + chunk : total;
+  // the common widths with the feature loop unrolled, the rest with a loop (and a masked tail)
+  if (F == SG)
+    sddmm_dot_batches<T, I, SG, 1, false>(sg, lane, rowptr, col, X, Y, E, M, H, F, p_begin, p_end);
+  else if (F == 2 * SG)
+    sddmm_dot_batches<T, I, SG, 2, false>(sg, lane, rowptr, col, X, Y, E, M, H, F, p_begin, p_end);
+  else if (F % SG == 0)
+    sddmm_dot_batches<T, I, SG, 0, false>(sg, lane, rowptr, col, X, Y, E, M, H, F, p_begin, p_end);
+  else
+    sddmm_dot_batches<T, I, SG, 0, true>(sg, lane, rowptr, col, X, Y, E, M, H, F, p_begin, p_end);
 }
 
 }  // namespace gnnsparse

@@ -15,28 +15,34 @@ namespace gnnsparse {
 // (it comes from the sub-group id), so rowptr/col/val loads are scalar and each lane's X loads are
 // one contiguous vector across the sub-group. Lane l owns features tile * SG * V + v * SG + l.
 // Used for wider rows (C >= SG); one sub-group walks the row's edges in order: deterministic.
+// With one tile per row (ntiles == 1) a sub-group takes `rows` consecutive rows, one after the
+// other: on the CPU device that spreads the per-sub-group cost (a pass of the work-group loop,
+// the index arithmetic) over several rows (policy.hpp); the order inside each row is unchanged.
 template <typename T, typename I, Reduce R, bool W, bool ARG, int SG, int V>
-SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))
-SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<SG>))
-void spmm_csr_sg(const I *rowptr, const I *col, const T *val, const T *X, T *Y, long *arg, long M, long C,
-                 long ntiles) {
-  static_assert(V >= 1 && V <= 16, "features per lane");
+inline void spmm_sg_row(const I *rowptr, const I *col, const T *val, const T *X, T *Y, long *arg, long C, long i,
+                        long tile, long lane) {
   using Red = Reducer<T, R, ARG>;
-  const auto [sg, g, lane] = subgroup_slot();
-  const long i = g / ntiles, tile = g % ntiles;
-  if (i >= M) return;
   const long c0 = tile * SG * V + lane;
   T acc[V];
   long best[V];
 #pragma unroll
   for (int v = 0; v < V; ++v) { acc[v] = Red::init(); best[v] = -1; }
   const long b = long(rowptr[i]), e = long(rowptr[i + 1]);
-  if (c0 + (V - 1) * SG < C) {  // full tile: no per-feature bounds checks in the edge loop
+  T *y = Y + i * C + c0;
+  // The tests below are uniform across the sub-group (they depend on the tile, not the lane), so the
+  // edge loop stays scalar control flow; a per-lane test would turn it into masked code.
+  if ((tile + 1) * SG * V <= C) {  // full tile: no per-feature bounds checks
     for (long k = b; k < e; ++k) {
       const T *x = X + long(col[k]) * C + c0;
       const T w = W ? val[k] : T(1);
 #pragma unroll
       for (int v = 0; v < V; ++v) Red::update(acc[v], best[v], W ? w * x[v * SG] : x[v * SG], k);
+    }
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      y[v * SG] = Red::write(acc[v], e - b);
+      if constexpr (Red::has_arg)
+        arg[i * C + c0 + v * SG] = (e == b) ? -1 : best[v];
     }
   } else {
     for (long k = b; k < e; ++k) {
@@ -46,14 +52,29 @@ void spmm_csr_sg(const I *rowptr, const I *col, const T *val, const T *X, T *Y, 
       for (int v = 0; v < V; ++v)
         if (c0 + v * SG < C) Red::update(acc[v], best[v], W ? w * x[v * SG] : x[v * SG], k);
     }
-  }
-  T *y = Y + i * C + c0;
 #pragma unroll
-  for (int v = 0; v < V; ++v) {
-    if (c0 + v * SG >= C) break;
-    y[v * SG] = Red::write(acc[v], e - b);
-    if constexpr (Red::has_arg)
-      arg[i * C + c0 + v * SG] = (e == b) ? -1 : best[v];
+    for (int v = 0; v < V; ++v) {
+      if (c0 + v * SG >= C) break;
+      y[v * SG] = Red::write(acc[v], e - b);
+      if constexpr (Red::has_arg)
+        arg[i * C + c0 + v * SG] = (e == b) ? -1 : best[v];
+    }
+  }
+}
+
+template <typename T, typename I, Reduce R, bool W, bool ARG, int SG, int V>
+SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))
+SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<SG>))
+void spmm_csr_sg(const I *rowptr, const I *col, const T *val, const T *X, T *Y, long *arg, long M, long C,
+                 long ntiles, long rows) {
+  static_assert(V >= 1 && V <= 16, "features per lane");
+  const auto [sg, g, lane] = subgroup_slot();
+  if (ntiles == 1) {  // `rows` rows per sub-group, no division
+    const long i0 = g * rows, i1 = i0 + rows < M ? i0 + rows : M;
+    for (long i = i0; i < i1; ++i) spmm_sg_row<T, I, R, W, ARG, SG, V>(rowptr, col, val, X, Y, arg, C, i, 0, lane);
+  } else {
+    const long i = g / ntiles, tile = g - i * ntiles;
+    if (i < M) spmm_sg_row<T, I, R, W, ARG, SG, V>(rowptr, col, val, X, Y, arg, C, i, tile, lane);
   }
 }
 
