@@ -307,7 +307,9 @@ def test_spawn_reports_a_failing_rank_without_hanging():
     import time
 
     t0 = time.perf_counter()
-    with pytest.raises(Exception, match="rank 0 fails"):
+    # spawn raises the error of the first rank it finds failed: rank 0's own, or rank 1's when its
+    # all_reduce notices the closed connection first (seen in CI with torch 2.11)
+    with pytest.raises(Exception, match="rank 0 fails|Connection closed by peer"):
         gd.spawn(_failing_worker, 2, timeout=90)
     assert time.perf_counter() - t0 < 80  # the surviving rank was ended, not left to time out
     with pytest.raises(ValueError, match="nproc"):

@@ -15,7 +15,12 @@ import sys
 import numpy as np
 
 _KIND_BY_TYPE: dict = {np.ndarray: "numpy"}
-_DTYPE_NAMES: dict = {}  # dtype object (numpy or torch) -> "float32", ...
+_DTYPE_NAMES: dict = {}  # NumPy (and CuPy / dpnp) dtype objects -> "float32", ...
+# torch dtypes -> "float32", ..., in a dict of their own: torch.compile (dynamo, torch 2.11) cannot
+# look a torch dtype up in a dict that also holds NumPy dtypes ("cannot determine whether the
+# underlying object is hashable"), and the one cache broke compiled layers once a NumPy call had
+# filled it
+_TORCH_DTYPE_NAMES: dict = {}
 
 
 def is_torch(x) -> bool:
@@ -54,10 +59,14 @@ def dtype_name(x) -> str:
         if hasattr(x, "__sycl_usm_array_interface__"):
             return np.dtype(x.__sycl_usm_array_interface__["typestr"]).name
         return np.asarray(x).dtype.name
+    if is_torch(x):
+        name = _TORCH_DTYPE_NAMES.get(dt)
+        if name is None:
+            name = _TORCH_DTYPE_NAMES[dt] = str(dt).replace("torch.", "")
+        return name
     name = _DTYPE_NAMES.get(dt)
     if name is None:
-        name = str(dt).replace("torch.", "") if is_torch(x) else np.dtype(dt).name
-        _DTYPE_NAMES[dt] = name
+        name = _DTYPE_NAMES[dt] = np.dtype(dt).name
     return name
 
 
