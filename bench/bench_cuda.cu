@@ -461,8 +461,6 @@ static void bench_spmm(const std::string& suite, const std::string& name, CuSpar
     m.ref_us = 0;
     m.ref_name = "-";
     m.bitwise_ours = true;
-    int64_t* arg;
-    CK(cudaMalloc(&arg, A.M * N * sizeof(int64_t)));
     // values and args in one comparison: the args' bytes follow Y in a scratch of both
     char* both;
     CK(cudaMalloc(&both, A.M * N * 12));
@@ -473,7 +471,6 @@ static void bench_spmm(const std::string& suite, const std::string& name, CuSpar
     m.bytes = csr_bytes(A, false) + gather_bytes(A.K, A.nnz, N) + out_bytes + A.M * N * 8.0;
     m.l2_bytes = csr_bytes(A, false) + l2_gather_bytes(A.nnz, N) + out_bytes + A.M * N * 8.0;
     report(m);
-    cudaFree(arg);
     cudaFree(both);
   }
   if (w_bf) {
