@@ -126,6 +126,11 @@ def _eid_pattern(g: GraphTensors) -> GraphTensors:
     return build(g.rowptr, g.eid, None, g.nnz, itype=g.col.dtype)
 
 
+def _softmax(g: GraphTensors, s: Tensor) -> Tensor:
+    """edge_softmax of (nnz, H) scores; a graph without edges has nothing to normalize."""
+    return gf.edge_softmax(g, s) if g.nnz else s
+
+
 def _check_pyg(module, cls_name: str):
     if type(module).__name__ != cls_name or not hasattr(module, "heads"):
         raise TypeError(f"from_pyg takes a torch_geometric.nn.{cls_name}, got {type(module).__name__}")
@@ -223,11 +228,11 @@ class TransformerConv(torch.nn.Module):
         if edge_attr is not None:
             ge = _derived(g, ("eid_pattern",), _eid_pattern)
             e = self.lin_edge(_attr_in_csr_order(g, edge_attr, self.edge_dim, "TransformerConv")).view(-1, H, C)
-            alpha = gf.edge_softmax(g, gf.sddmm(g, q, k, "dot") + gf.sddmm(ge, q, e, "dot"))
+            alpha = _softmax(g, gf.sddmm(g, q, k, "dot") + gf.sddmm(ge, q, e, "dot"))
             a = F.dropout(alpha, p=self.dropout, training=self.training)
             out = gf.spmm_heads(g, a, v) + gf.spmm_heads(ge, a, e)
         elif drop:
-            alpha = gf.edge_softmax(g, gf.sddmm(g, q, k, "dot"))
+            alpha = _softmax(g, gf.sddmm(g, q, k, "dot"))
             out = gf.spmm_heads(g, F.dropout(alpha, p=self.dropout, training=True), v)
         elif want_alpha:
             out, alpha = gf.fusedmm(g, q, k, v, "dot", "softmax", return_edges=True)
@@ -448,7 +453,7 @@ class GATv2Conv(torch.nn.Module):
         step = max(1, int(self.chunk_elements) // (H * C))
         s = _GATv2Scores.apply(x_l, x_r, self.att, attr, w, g.rowptr, g.col, g.rows, g.t_rowptr, g.t_col, g.t_perm,
                                float(self.negative_slope), step)
-        alpha = F.dropout(gf.edge_softmax(g, s), p=self.dropout, training=self.training)
+        alpha = F.dropout(_softmax(g, s), p=self.dropout, training=self.training)
         out = gf.spmm_heads(g, alpha, x_l)
         out = out.reshape(-1, H * C) if self.concat else out.mean(1)
         if res is not None:
