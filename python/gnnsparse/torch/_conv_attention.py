@@ -257,104 +257,131 @@ class TransformerConv(torch.nn.Module):
 
 
 # ---------------------------------------------------------------- GATv2 scores, chunked
-def _chunk_bounds(ptr: Tensor, starts: list, ends: list) -> list:
-    """For chunks [a, b) of positions grouped into segments by ptr (a CSR rowptr): the first and
-    last segment each chunk touches, as Python ints (one device sync for all chunks)."""
-    pos = torch.tensor([p for a, b in zip(starts, ends) for p in (a, b - 1)], dtype=ptr.dtype, device=ptr.device)
-    seg = torch.searchsorted(ptr, pos, right=True) - 1
-    s = seg.tolist()
-    return [(s[2 * c], s[2 * c + 1]) for c in range(len(starts))]
+class _ChunkPlan:
+    """How _GATv2Scores cuts a graph's edges (CSR order) into chunks [a, b) of `step` edges, and the
+    two reductions of a chunk's per-edge rows onto nodes, each an SpMM over a piece of a pattern:
+
+    rows[c]  (r0, local rowptr): the targets r0.. the chunk touches, their edges' chunk positions
+             (contiguous: CSR order groups edges by target; a row cut by a chunk boundary gets a
+             part from each chunk, added in chunk order)
+    cols[c]  (source ids, local rowptr, local col): the distinct sources of the chunk's edges and,
+             per source, the chunk positions of its edges in CSR order (one stable sort of
+             (chunk, source) keys for the whole graph)
+
+    Built once per (graph, step) and kept with the graph; every sum is in a fixed order, so the
+    gradients are deterministic."""
+
+    def __init__(self, g: GraphTensors, step: int):
+        nnz, K, dev, it = g.nnz, g.num_cols, g.device, g.col.dtype
+        self.step = step
+        self.bounds = [(a, min(a + step, nnz)) for a in range(0, nnz, step)]
+        if not self.bounds:
+            self.rows, self.cols = [], []
+            return
+        pos = torch.arange(nnz, device=dev)
+        chunk = torch.div(pos, step, rounding_mode="floor")
+        order = torch.argsort(chunk * K + g.col.to(torch.int64), stable=True)  # by (chunk, source, position)
+        col_sorted = g.col.to(torch.int64).index_select(0, order)
+        first = torch.ones(nnz, dtype=torch.bool, device=dev)
+        first[1:] = (col_sorted[1:] != col_sorted[:-1]) | (chunk[1:] != chunk[:-1])
+        seg = torch.nonzero(first).reshape(-1)  # where each (chunk, source) run starts in `order`
+        starts = torch.tensor([a for a, _ in self.bounds], dtype=torch.int64, device=dev)
+        lasts = torch.tensor([b - 1 for _, b in self.bounds], dtype=torch.int64, device=dev)
+        rowptr = g.rowptr.to(torch.int64)
+        host = torch.cat([torch.searchsorted(seg, starts), torch.searchsorted(rowptr, starts, right=True) - 1,
+                          torch.searchsorted(rowptr, lasts, right=True) - 1]).tolist()  # one sync
+        n = len(self.bounds)
+        s_first, r_first, r_last = host[:n], host[n:2 * n], host[2 * n:]
+        seg_end = torch.cat([seg, seg.new_full((1,), nnz)])
+        self.rows, self.cols = [], []
+        for c, (a, b) in enumerate(self.bounds):
+            r0, r1 = r_first[c], r_last[c]
+            self.rows.append((r0, (rowptr[r0:r1 + 2] - a).clamp_(0, b - a).to(it)))
+            s0, s1 = s_first[c], (s_first[c + 1] if c + 1 < n else seg.numel())
+            self.cols.append((col_sorted.index_select(0, seg[s0:s1]), (seg_end[s0:s1 + 1] - a).to(it),
+                              (order[a:b] - a).to(it)))
+        self.arange = torch.arange(max(b - a for a, b in self.bounds), dtype=it, device=dev)
 
 
-def _add_segment_sums(out: Tensor, ptr: Tensor, a: int, b: int, r0: int, r1: int, src: Tensor):
-    """out[r] += sum of src's rows over segment r's positions inside [a, b) (src row p - a holds
-    position p), for the segments r0..r1 the chunk touches: an SpMM over the chunk's piece of the
-    pattern, so the sums are deterministic; chunks are added in a fixed order."""
-    c = b - a
-    lrp = (ptr[r0:r1 + 2] - a).clamp_(0, c)
-    lcol = torch.arange(c, dtype=ptr.dtype, device=ptr.device)
-    part = L._spmm(L._csr(lrp, lcol, None, c, cache=False), src)
-    out[r0:r1 + 1] += part
+def _chunk_plan(g: GraphTensors, step: int) -> _ChunkPlan:
+    return _derived(g, ("gatv2_chunks", step), lambda b: _ChunkPlan(b, step))
+
+
+def _sum_into(out: Tensor, ids, rowptr: Tensor, col: Tensor, src: Tensor):
+    """out[ids] += (SpMM of the pattern (rowptr, col) with src): ids a slice start (contiguous rows)
+    or a tensor of distinct row ids."""
+    part = L._spmm(L._csr(rowptr, col, None, src.shape[0], cache=False), src)
+    if isinstance(ids, int):
+        out[ids:ids + part.shape[0]] += part
+    else:
+        out.index_put_((ids,), out.index_select(0, ids) + part)  # distinct ids: one write each
 
 
 class _GATv2Scores(torch.autograd.Function):
     """s[k, h] = sum_c att[h, c] * leaky_relu(xl[j, h, c] + xr[i, h, c] (+ (attr[k] W^T)[h, c])) for
-    every edge k = (i <- j) in CSR order, computed in chunks of `step` edges. Saves its inputs
-    only; the backward recomputes the chunks: once in CSR order (xr's gradient, summed per target
-    row; att, W and attr's), once in the transpose's order (xl's, summed per source row)."""
+    every edge k = (i <- j) in CSR order, computed chunk by chunk (see _ChunkPlan). Saves its
+    inputs only; the backward recomputes each chunk once and reduces its per-edge gradient onto
+    the targets (xr) and the sources (xl) with SpMMs, and onto att, W and attr by dense products."""
 
     @staticmethod
-    def forward(ctx, xl, xr, att, attr, w, rowptr, col, rows, t_rowptr, t_col, t_perm, slope, step):
+    def forward(ctx, xl, xr, att, attr, w, col, rows, plan, slope):
         K, H, C = xl.shape
-        ctx.dims, ctx.slope, ctx.step = (K, xr.shape[0], H, C), slope, step
-        ctx.save_for_backward(xl, xr, att, attr, w, rowptr, col, rows, t_rowptr, t_col, t_perm)
-        nnz = col.shape[0]
-        s = xl.new_empty((nnz, H))
-        xl2, xr2, wt, att2 = xl.reshape(K, H * C), xr.reshape(-1, H * C), None if w is None else w.t(), att.reshape(H, C)
-        for a in range(0, nnz, step):
-            b = min(a + step, nnz)
-            z = _GATv2Scores._z(xl2, xr2, attr, wt, col[a:b], rows[a:b], None if attr is None else slice(a, b))
-            s[a:b] = (F.leaky_relu_(z, slope).view(b - a, H, C) * att2).sum(-1)
+        ctx.dims, ctx.slope, ctx.plan = (K, xr.shape[0], H, C), slope, plan
+        ctx.save_for_backward(xl, xr, att, attr, w, col, rows)
+        s = xl.new_empty((col.shape[0], H))
+        xl2, xr2, att3 = xl.reshape(K, H * C), xr.reshape(-1, H * C), att.reshape(H, C, 1)
+        wt = None if w is None else w.t()
+        for a, b in plan.bounds:
+            z = _GATv2Scores._z(xl2, xr2, attr, wt, col[a:b], rows[a:b], a, b)
+            # (H, chunk, C) @ (H, C, 1): the channel sum per head as one batched product
+            s[a:b] = torch.bmm(F.leaky_relu_(z, slope).view(b - a, H, C).transpose(0, 1), att3)[:, :, 0].t()
         return s
 
     @staticmethod
-    def _z(xl2, xr2, attr, wt, j, i, ke):
-        """xl[j] + xr[i] (+ attr[ke] W^T), (chunk, H * C), summed in PyG's order."""
+    def _z(xl2, xr2, attr, wt, j, i, a, b):
+        """xl[j] + xr[i] (+ attr[a:b] W^T), (chunk, H * C), summed in PyG's order."""
         z = L._take_rows(xl2, j)
         z.add_(L._take_rows(xr2, i))
         if attr is not None:
-            z.addmm_(attr[ke] if isinstance(ke, slice) else attr.index_select(0, ke), wt)
+            z.addmm_(attr[a:b], wt)
         return z
 
     @staticmethod
     def backward(ctx, ds):
-        xl, xr, att, attr, w, rowptr, col, rows, t_rowptr, t_col, t_perm = ctx.saved_tensors
+        xl, xr, att, attr, w, col, rows = ctx.saved_tensors
         K, M, H, C = ctx.dims
-        slope, step = ctx.slope, ctx.step
+        slope, plan = ctx.slope, ctx.plan
         n = ctx.needs_input_grad
         want_l, want_r, want_att = n[0], n[1], n[2]
         want_attr, want_w = attr is not None and n[3], w is not None and n[4]
-        nnz = col.shape[0]
-        ds = ds.contiguous()
         HC = H * C
-        xl2, xr2, att2 = xl.reshape(K, HC), xr.reshape(M, HC), att.reshape(H, C)
+        ds = ds.contiguous()
+        xl2, xr2, att2 = xl.reshape(K, HC), xr.reshape(M, HC), att.reshape(1, H, C)
         wt = None if w is None else w.t()
         dxl = xl2.new_zeros((K, HC)) if want_l else None
         dxr = xr2.new_zeros((M, HC)) if want_r else None
         datt = att2.new_zeros((H, C)) if want_att else None
         dattr = attr.new_empty(attr.shape) if want_attr else None
         dw = w.new_zeros(w.shape) if want_w else None
-        starts = list(range(0, nnz, step))
-        ends = [min(a + step, nnz) for a in starts]
-
-        def dz(z, d):  # ds (chunk, H) -> d s / d z (chunk, H * C): ds * att * leaky_relu'(z)
-            g1 = (d[:, :, None] * att2).reshape(z.shape)
-            return torch.where(z > 0, g1, g1 * slope)
-
-        if starts and (want_r or want_att or want_attr or want_w):  # CSR order: rows are contiguous
-            segs = _chunk_bounds(rowptr, starts, ends) if want_r else [None] * len(starts)
-            for a, b, seg in zip(starts, ends, segs):
-                z = _GATv2Scores._z(xl2, xr2, attr, wt, col[a:b], rows[a:b], slice(a, b))
-                d = ds[a:b]
+        if any((want_l, want_r, want_att, want_attr, want_w)):
+            for (a, b), (r0, r_ptr), (c_ids, c_ptr, c_col) in zip(plan.bounds, plan.rows, plan.cols):
+                z = _GATv2Scores._z(xl2, xr2, attr, wt, col[a:b], rows[a:b], a, b).view(b - a, H, C)
+                d = ds[a:b, :, None]
+                u = torch.where(z > 0, d, d * slope)  # ds * leaky_relu'(z)
                 if want_att:
-                    datt += (F.leaky_relu(z, slope).view(b - a, H, C) * d[:, :, None]).sum(0)
-                gz = dz(z, d)
+                    datt += z.mul_(u).sum(0)  # ds * leaky_relu(z), summed over the chunk's edges
                 del z
+                gz = u.mul_(att2).view(b - a, HC)  # d s / d z
                 if want_r:
-                    _add_segment_sums(dxr, rowptr, a, b, seg[0], seg[1], gz)
+                    _sum_into(dxr, r0, r_ptr, plan.arange[:b - a], gz)
+                if want_l:
+                    _sum_into(dxl, c_ids, c_ptr, c_col, gz)
                 if want_attr:
                     dattr[a:b] = gz @ w
                 if want_w:
                     dw += gz.t() @ attr[a:b]
-        if starts and want_l:  # the transpose's order: sources are contiguous
-            for a, b, seg in zip(starts, ends, _chunk_bounds(t_rowptr, starts, ends)):
-                k = t_perm[a:b]
-                z = _GATv2Scores._z(xl2, xr2, attr, wt, col.index_select(0, k), t_col[a:b], k)
-                gz = dz(z, ds.index_select(0, k))
-                del z
-                _add_segment_sums(dxl, t_rowptr, a, b, seg[0], seg[1], gz)
         return (None if dxl is None else dxl.view(K, H, C), None if dxr is None else dxr.view(M, H, C),
-                None if datt is None else datt.view(att.shape), dattr, dw) + (None,) * 8
+                None if datt is None else datt.view(att.shape), dattr, dw, None, None, None, None)
 
 
 # ---------------------------------------------------------------- GATv2
@@ -369,7 +396,7 @@ class GATv2Conv(torch.nn.Module):
     (edges x heads) are. Gradients are reduced onto nodes by SpMM, deterministically.
     """
 
-    chunk_elements: int = 1 << 24
+    chunk_elements: Optional[int] = None  # None: 2**24 on GPUs, 2**20 on the CPU device
 
     def __init__(self, in_channels: Union[int, Tuple[int, int]], out_channels: int, heads: int = 1,
                  concat: bool = True, negative_slope: float = 0.2, dropout: float = 0.0, add_self_loops: bool = True,
@@ -450,9 +477,9 @@ class GATv2Conv(torch.nn.Module):
             if self.add_self_loops:
                 attr = _attr_with_loops(g, g0, attr, self.fill_value)
             attr, w = attr.to(x_l.dtype).contiguous(), self.lin_edge.weight
-        step = max(1, int(self.chunk_elements) // (H * C))
-        s = _GATv2Scores.apply(x_l, x_r, self.att, attr, w, g.rowptr, g.col, g.rows, g.t_rowptr, g.t_col, g.t_perm,
-                               float(self.negative_slope), step)
+        chunk = self.chunk_elements or (1 << 24 if g.device.type == "cuda" else 1 << 20)
+        plan = _chunk_plan(g, max(1, int(chunk) // (H * C)))
+        s = _GATv2Scores.apply(x_l, x_r, self.att, attr, w, g.col, g.rows, plan, float(self.negative_slope))
         alpha = F.dropout(_softmax(g, s), p=self.dropout, training=self.training)
         out = gf.spmm_heads(g, alpha, x_l)
         out = out.reshape(-1, H * C) if self.concat else out.mean(1)
