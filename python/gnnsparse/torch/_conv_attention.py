@@ -17,8 +17,9 @@ What each layer materializes (nnz = edges after self loops, H heads, C channels 
   so no gathered query or value per edge is formed beside it.
 - GATv2Conv: the score a . leaky_relu(W_l x_j + W_r x_i [+ W_e e_ij]) is computed by
   _GATv2Scores in chunks of edges (peak O(chunk x H x C), see GATv2Conv.chunk_elements), saving
-  only its inputs; the backward recomputes each chunk. Materialized: the scores and the attention
-  weights (nnz, H) each, the edge features in CSR order (nnz x edge_dim) when given; the softmax
+  only its inputs; the backward recomputes each chunk once. Materialized: the scores and the
+  attention weights (nnz, H) each, the edge features in CSR order (nnz x edge_dim) when given, and
+  per graph the chunk plan (index arrays of about 3 x nnz entries, kept with the graph); the softmax
   and the aggregation are edge_softmax + spmm_heads (the kernels' fused softmax takes its scores
   from an SDDMM of node vectors, which GATv2's score is not).
 """
@@ -450,9 +451,9 @@ class GATv2Conv(torch.nn.Module):
         g = g0.with_val(None)
         if self.add_self_loops:
             if g.num_rows > g.num_cols:
-                raise ValueError(f"GATv2Conv with add_self_loops gives self loops to the first {g.num_cols} target "
-                                 f"nodes only when there are more targets ({g.num_rows}) than sources; gnnsparse "
-                                 "supports num_targets <= num_sources here: pass add_self_loops=False")
+                raise ValueError(f"GATv2Conv with add_self_loops on a bipartite graph with more targets "
+                                 f"({g.num_rows}) than sources ({g.num_cols}) is not supported (PyG gives loops to "
+                                 f"the first {g.num_cols} targets only): pass add_self_loops=False")
             g = _derived(g, ("gatv2_loops",), lambda b: self_loops(b, "replace", leading_columns=True))
         return g0, g
 
