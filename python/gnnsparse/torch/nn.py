@@ -27,7 +27,7 @@ from . import _library as L
 from . import functional as gf
 from .graph import GraphTensors, as_graph_tensors, graph_tensors, self_loops
 
-__all__ = ["GCNConv", "GATConv", "SAGEConv", "graph_of"]
+__all__ = ["GCNConv", "GATConv", "SAGEConv", "graph_of", "TransformerConv", "GATv2Conv"]
 
 # ---------------------------------------------------------------- graph inputs
 class _ObjectCache:
@@ -407,3 +407,7 @@ class SAGEConv(torch.nn.Module):
 
     def __repr__(self):
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, aggr={self.aggr})"
+
+
+# TransformerConv and GATv2Conv live in their own module, which builds on the helpers above
+from ._conv_attention import GATv2Conv, TransformerConv  # noqa: E402
