@@ -144,6 +144,18 @@ def test_spmm_heads_and_edge_softmax_gradcheck(device):
     _gc(lambda S: gst.edge_softmax(A, S[:, 0]), (S,))
 
 
+def test_edge_softmax_of_a_graph_without_edges(device):
+    import gnnsparse as gs
+
+    A = gs.CSR.from_edge_index(torch.zeros(2, 0, dtype=torch.int64), 4)
+    for shape in ((0,), (0, 3)):
+        S = torch.zeros(shape, dtype=torch.float64, device=device, requires_grad=True)
+        P = gst.edge_softmax(A, S)
+        assert P.shape == S.shape
+        P.sum().backward()
+        assert S.grad.shape == S.shape
+
+
 # ---------------------------------------------------------------- gradients: plain torch autograd
 def _torch_spmm(rows, col, val, X, M, reduce):
     msg = X[col] * val[:, None]

@@ -140,7 +140,8 @@ def edge_softmax(A, S: Tensor) -> Tensor:
     g = graph_tensors(A, S)
     if S.dim() not in (1, 2) or S.shape[0] != g.nnz:
         raise ValueError(f"S must have shape ({g.nnz},) or ({g.nnz}, H), got {tuple(S.shape)}")
-    P = L.edge_softmax_op(g.rowptr, g.rows, g.eid, S.reshape(g.nnz, -1).contiguous())
+    H = S.shape[1] if S.dim() == 2 else 1  # not reshape(nnz, -1): a graph without edges has nnz 0
+    P = L.edge_softmax_op(g.rowptr, g.rows, g.eid, S.reshape(g.nnz, H).contiguous())
     return P.reshape(S.shape)
 
 
