@@ -27,7 +27,7 @@ from . import _library as L
 from . import functional as gf
 from .graph import GraphTensors, as_graph_tensors, graph_tensors, self_loops
 
-__all__ = ["GCNConv", "GATConv", "SAGEConv", "graph_of"]
+__all__ = ["GCNConv", "GATConv", "SAGEConv", "GINConv", "GINEConv", "GraphConv", "SGConv", "APPNP", "graph_of"]
 
 # ---------------------------------------------------------------- graph inputs
 class _ObjectCache:
@@ -407,3 +407,7 @@ class SAGEConv(torch.nn.Module):
 
     def __repr__(self):
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, aggr={self.aggr})"
+
+
+# GIN / GINE / GraphConv / SGConv / APPNP: their own module, on the helpers above
+from ._conv_basic import APPNP, GINConv, GINEConv, GraphConv, SGConv  # noqa: E402
