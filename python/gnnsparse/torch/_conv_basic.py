@@ -14,14 +14,15 @@ torch_sparse.SparseTensor or a torch sparse matrix (rows are targets). GIN and G
 edge values, as PyG's GINConv does.
 
 Cost notes. GINEConv's message relu(x_j + lin(e_ji)) is not linear in x_j, so one (E, C) message
-tensor is unavoidable (PyG builds the same); it is formed in CSR order by a gather-add SDDMM and
+tensor is unavoidable (PyG builds the same); x_j is gathered in CSR order by an SpMM over a
+one-entry-per-edge matrix (its gradient: the SpMM over the graph's transpose) and the messages are
 reduced by an SpMM over the (rowptr, edge id) pattern. GraphConv (sum / mean) and SGConv (not
 cached) apply their linear map before the aggregation when it has fewer output than input channels:
 the same function, fewer channels through the SpMMs. APPNP folds (1 - alpha) into the edge weights.
 """
 from __future__ import annotations
 
-from typing import Callable, Optional, Tuple, Union
+from typing import Callable, NamedTuple, Optional, Tuple, Union
 
 import torch
 import torch.nn.functional as F
@@ -99,13 +100,32 @@ def _graph(layer: str, edge_index, x_src: Tensor, x_dst: Optional[Tensor], size)
     return g
 
 
-def _edge_rows(g: GraphTensors) -> GraphTensors:
-    """The (num_rows x nnz) pattern whose row i holds the ids (CSR positions) of row i's edges: an
-    SpMM over it reduces per-edge tensors per target node; its transpose (one entry per edge) is
-    what the backward pass needs, taken from g without sorting."""
-    nnz = g.nnz
-    t_rowptr = torch.arange(nnz + 1, device=g.device, dtype=g.col.dtype)
-    return GraphTensors(g.rowptr, g.eid, None, t_rowptr, g.rows, g.eid, g.rows, g.eid, None, g.num_rows, nnz)
+class _EdgeGraphs(NamedTuple):
+    """Matrices over g's edges (CSR positions k) whose SpMMs move per-edge rows without atomics,
+    forward and backward (each backward is the SpMM over the stored transpose):
+    gather   (nnz x num_cols): row k holds the single entry col[k]; SpMM = X[col] per edge, and
+             its backward sums per source over g's transpose.
+    per_row  (num_rows x nnz): row i holds the ids of row i's edges; SpMM reduces per-edge rows
+             per target node.
+    to_csr   (nnz x nnz) or None: row k holds the single entry edge_perm[k]; SpMM puts per-edge
+             rows given in the caller's edge order into CSR order."""
+    gather: GraphTensors
+    per_row: GraphTensors
+    to_csr: Optional[GraphTensors]
+
+
+def _edge_graphs(g: GraphTensors) -> _EdgeGraphs:
+    """_EdgeGraphs from g's arrays (one arange; an argsort of edge_perm for to_csr)."""
+    nnz, it = g.nnz, g.col.dtype
+    one_each = torch.arange(nnz + 1, device=g.device, dtype=it)
+    gather = GraphTensors(one_each, g.col, None, g.t_rowptr, g.t_perm, g.t_perm, g.eid, g.eid, None, nnz, g.num_cols)
+    per_row = GraphTensors(g.rowptr, g.eid, None, one_each, g.rows, g.eid, g.rows, g.eid, None, g.num_rows, nnz)
+    to_csr = None
+    if g.edge_perm is not None:
+        perm = g.edge_perm.to(it)
+        inv = torch.argsort(g.edge_perm).to(it)  # the caller's edge j sits at CSR position inv[j]
+        to_csr = GraphTensors(one_each, perm, None, one_each, inv, inv, g.eid, g.eid, None, nnz, nnz)
+    return _EdgeGraphs(gather, per_row, to_csr)
 
 
 def _check_per_edge(layer: str, name: str, g: GraphTensors, t: Tensor) -> None:
@@ -118,10 +138,9 @@ def _check_per_edge(layer: str, name: str, g: GraphTensors, t: Tensor) -> None:
         raise ValueError(f"{layer}: {name} is on {t.device} but the graph on {g.device}")
 
 
-def _csr_order(g: GraphTensors, t: Tensor) -> Tensor:
-    """A per-edge tensor in the graph's edge order (the caller's when it has edge_perm) -> CSR order
-    (a gather by a permutation: its backward writes distinct rows, deterministically)."""
-    return t if g.edge_perm is None else t[g.edge_perm]
+def _csr_order(eg: _EdgeGraphs, t: Tensor) -> Tensor:
+    """Per-edge rows (E, D) in the graph's edge order (the caller's when it has edge_perm) -> CSR order."""
+    return t if eg.to_csr is None else gf.spmm(eg.to_csr, t, "sum")
 
 
 def _kept(g: GraphTensors, key: tuple, make, *inputs: Optional[Tensor]):
@@ -285,7 +304,7 @@ class GINEConv(GINConv):
         if getattr(self, "lin", None) is not None:
             self.lin.reset_parameters()
 
-    def _edge_term(self, g: GraphTensors, edge_attr: Optional[Tensor], channels: int) -> Tensor:
+    def _edge_term(self, g: GraphTensors, eg: _EdgeGraphs, edge_attr: Optional[Tensor], channels: int) -> Tensor:
         """lin(edge_attr) (or edge_attr) in CSR order, (nnz, channels)."""
         name = type(self).__name__
         if edge_attr is None:
@@ -298,19 +317,19 @@ class GINEConv(GINConv):
                 raise ValueError("Node and edge feature dimensionalities do not match. Consider setting the "
                                  f"'edge_dim' attribute of '{name}' (x has {channels} channels, edge_attr "
                                  f"{edge_attr.shape[1]})")
-            return _csr_order(g, edge_attr)
+            return _csr_order(eg, edge_attr)
         if self.lin.out_features != channels:
             raise ValueError(f"{name}: lin maps edge features to {self.lin.out_features} channels but x has {channels}")
-        if edge_attr.shape[1] <= self.lin.out_features:  # permute the narrower side
-            return self.lin(_csr_order(g, edge_attr))
-        return _csr_order(g, self.lin(edge_attr))
+        if edge_attr.shape[1] <= self.lin.out_features:  # reorder the narrower side
+            return self.lin(_csr_order(eg, edge_attr))
+        return _csr_order(eg, self.lin(edge_attr))
 
     def _aggregate(self, g: GraphTensors, x_src: Tensor, edge_attr: Optional[Tensor]) -> Tensor:
-        e = self._edge_term(g, edge_attr, x_src.shape[1])
-        # x_j per edge (CSR order) by SDDMM's gather-add; its backward sums per source by an SpMM
-        msg = gf.sddmm(g, x_src.new_zeros(g.num_rows, x_src.shape[1]), x_src, "add")
-        msg = torch.relu_(msg.add_(e) if e.dtype == msg.dtype else msg + e)
-        return gf.spmm(_kept(g, ("edge_rows",), _edge_rows), msg, self._reduce)
+        eg = _kept(g, ("edge_graphs",), _edge_graphs)
+        e = self._edge_term(g, eg, edge_attr, x_src.shape[1])
+        x_j = gf.spmm(eg.gather, x_src, "sum")  # x_j per edge, CSR order
+        msg = torch.relu_(x_j + e)  # the one (E, C) message tensor (relu in place on the fresh sum)
+        return gf.spmm(eg.per_row, msg, self._reduce)
 
     def forward(self, x: Union[Tensor, Tuple[Tensor, Optional[Tensor]]], edge_index, edge_attr: Optional[Tensor] = None,
                 size=None) -> Tensor:
