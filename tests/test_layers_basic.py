@@ -375,6 +375,19 @@ def test_from_pyg_round_trip(graph, name, mode):
         _compare(again, theirs, lambda m, t: m(t["x"], graph.ei[:, :10]), dict(x=graph.x), seed=4, load=False)
 
 
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
+def test_from_pyg_carries_appnps_cached_sparse_matrix(graph):
+    """PyG's APPNP given a torch sparse adjacency caches the normalized matrix itself."""
+    pnn = _pyg()
+    key = torch.unique(graph.ei[1] * N + graph.ei[0])
+    with torch.sparse.check_sparse_tensor_invariants():
+        S = torch.sparse_coo_tensor(torch.stack([key // N, key % N]), graph.w[:key.numel()], (N, N)).to_sparse_csr()
+        theirs = pnn.APPNP(K=2, alpha=0.1, cached=True).to(graph.dev)
+        theirs(graph.x, S)
+        ours = gnn.APPNP.from_pyg(theirs)
+        _compare(ours, theirs, lambda m, t: m(t["x"], graph.ei[:, :10]), dict(x=graph.x), load=False)
+
+
 def test_from_pyg_keeps_a_shared_nn_mode(graph):
     pnn = _pyg()
     theirs = pnn.GINConv(_mlp()).double().to(graph.dev)
@@ -446,6 +459,10 @@ def test_bad_inputs_raise_clear_errors(graph):
         gnn.APPNP(2, 0.1)(x, gst.from_edge_index(graph.bei, NB, num_src=N))
     with pytest.raises(ValueError, match="dropout"):
         gnn.APPNP(2, 0.1, dropout=1.5)
+    with pytest.raises(ValueError, match="lazy"):
+        gnn.GraphConv(-1, 4)
+    with pytest.raises(ValueError, match="in_channels"):
+        gnn.SGConv((3, 4), 4)
 
 
 @pytest.mark.parametrize("name", ["GINEConv", "GraphConv"])

@@ -58,6 +58,16 @@ def _message_passing_kwargs(layer: str, kwargs: dict, default_aggr: str = "add")
     return aggr
 
 
+def _channels(layer: str, in_channels, pair: bool = True) -> Tuple[int, int]:
+    """(source, target) input sizes; PyG's lazy -1 is not supported."""
+    ins = (in_channels, in_channels) if isinstance(in_channels, int) or not pair else tuple(in_channels)
+    if len(ins) != 2 or not all(isinstance(c, int) and c > 0 for c in ins):
+        what = "a positive int or a pair of them" if pair else "a positive int"
+        raise ValueError(f"{layer}: in_channels must be {what}, got {in_channels!r} (lazy initialization, -1, "
+                         "is not supported)")
+    return ins
+
+
 def _pair(layer: str, x) -> Tuple[Tensor, Optional[Tensor]]:
     if isinstance(x, Tensor):
         return x, x
@@ -361,7 +371,7 @@ class GraphConv(torch.nn.Module):
         self.aggr = _message_passing_kwargs(name, kwargs, aggr)
         self._reduce = _reduction(name, self.aggr)
         self.in_channels, self.out_channels = in_channels, out_channels
-        ins = (in_channels, in_channels) if isinstance(in_channels, int) else tuple(in_channels)
+        ins = _channels(name, in_channels)
         self.lin_rel = torch.nn.Linear(ins[0], out_channels, bias=bias)
         self.lin_root = torch.nn.Linear(ins[1], out_channels, bias=False)
         self.reset_parameters()
@@ -371,8 +381,8 @@ class GraphConv(torch.nn.Module):
         self.lin_rel.reset_parameters()
         self.lin_root.reset_parameters()
 
-    def forward(self, x: Union[Tensor, Tuple[Tensor, Optional[Tensor]]], edge_index, edge_weight: Optional[Tensor] = None,
-                size=None) -> Tensor:
+    def forward(self, x: Union[Tensor, Tuple[Tensor, Optional[Tensor]]], edge_index,
+                edge_weight: Optional[Tensor] = None, size=None) -> Tensor:
         """x (N, F) or a (source, target) pair, edge_weight (E,) in the graph's edge order ->
         lin_rel(aggr over in-neighbours of w x_source) + lin_root(x_target)."""
         name = type(self).__name__
@@ -419,6 +429,7 @@ class SGConv(torch.nn.Module):
         name = type(self).__name__
         self.aggr = _message_passing_kwargs(name, kwargs)
         _reduction(name, self.aggr, ("add", "sum"))
+        _channels(name, in_channels, pair=False)
         self.in_channels, self.out_channels, self.K = in_channels, out_channels, K
         self.cached, self.add_self_loops = cached, add_self_loops
         self._cached_x: Optional[Tensor] = None
@@ -503,7 +514,10 @@ class APPNP(torch.nn.Module):
             return self._cached_graph
         if self._pyg_cache is not None:
             ei, w = self._pyg_cache
-            g = from_edge_index(ei.as_subclass(Tensor).to(x.device), x.shape[0], w.to(x.device))
+            if ei.layout == torch.strided:  # (edge_index, normalized weights) in PyG's edge order
+                g = from_edge_index(ei.as_subclass(Tensor).to(x.device), x.shape[0], w.to(x.device))
+            else:  # a torch sparse matrix holding the normalized weights
+                g = graph_of(ei, x)
         else:
             g = _gcn_graph(_graph(name, edge_index, x, None, None), edge_weight, x.dtype, self.add_self_loops)
         if self.cached:
