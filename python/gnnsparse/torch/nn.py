@@ -27,7 +27,8 @@ from . import _library as L
 from . import functional as gf
 from .graph import GraphTensors, as_graph_tensors, graph_tensors, self_loops
 
-__all__ = ["GCNConv", "GATConv", "SAGEConv", "graph_of", "TransformerConv", "GATv2Conv"]
+__all__ = ["GCNConv", "GATConv", "SAGEConv", "TransformerConv", "GATv2Conv", "GINConv", "GINEConv", "GraphConv",
+           "SGConv", "APPNP", "graph_of"]
 
 # ---------------------------------------------------------------- graph inputs
 class _ObjectCache:
@@ -409,5 +410,7 @@ class SAGEConv(torch.nn.Module):
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, aggr={self.aggr})"
 
 
-# TransformerConv and GATv2Conv live in their own module, which builds on the helpers above
+# TransformerConv and GATv2Conv, and GIN / GINE / GraphConv / SGConv / APPNP: modules of their own,
+# built on the helpers above
 from ._conv_attention import GATv2Conv, TransformerConv  # noqa: E402
+from ._conv_basic import APPNP, GINConv, GINEConv, GraphConv, SGConv  # noqa: E402
