@@ -6,14 +6,17 @@
 
 Sections (each one failing does not stop the others; the exit status says if any failed):
   check     CUDA layers and ops against PyG / fp64 gradcheck on a small graph (before any timing)
-  train     2-layer GCN, GAT (4 heads) and GraphSAGE, hidden 128, on the generated ogbn-arxiv-sized
+  train     2-layer models (--models: gcn, gat, sage, gatv2, transformer, gin; `gat:0.6` trains GAT
+            with attention dropout 0.6), hidden 128, 4 heads, on the generated ogbn-arxiv-sized
             graph, same initial weights and epochs for both: median epoch time, test accuracy (best
             validation epoch), peak GPU memory (torch.cuda.max_memory_allocated), and whether two
             seeded runs give bitwise identical loss sequences
   layers    one layer forward + backward on arxiv-sized random graphs (169,343 nodes, 1,166,243
-            edges): GATConv 128 -> 4x32, GATConv 128 -> 4x128 (heads averaged), GCNConv 128 -> 128
-  products  GATConv 128 -> 4x32 forward + backward on a products-sized random graph (2,449,029
-            nodes, 61,859,140 edges): time and peak memory, then PyG on the same layer
+            edges): GATConv 128 -> 4x32, GATConv 128 -> 4x128 (heads averaged), GCNConv 128 -> 128,
+            TransformerConv 128 -> 4x32, GATv2Conv 128 -> 4x32, GINConv (MLP 128 -> 128 -> 128),
+            GraphConv 128 -> 128 (sum and max)
+  products  GATConv and TransformerConv 128 -> 4x32 forward + backward on a products-sized random
+            graph (2,449,029 nodes, 61,859,140 edges): time and peak memory, then PyG on the same layer
   backward  GAT layer 128 -> 4x32 forward + backward: the fused leaky_relu_softmax kernel (when the
             build has it) with its edge weights kept for the backward pass vs recomputed, and the
             unfused chain (SDDMM -> edge softmax -> one SpMM per head)
@@ -128,22 +131,25 @@ def section_train(small: bool, epochs: int, models) -> dict:
     log(f"train: {data.describe()} (generated in {time.perf_counter() - t0:.1f} s)")
     hidden = 32 if small else 128
     res = {}
-    for model in models:
+    for spec in models:
+        model, _, drop = spec.partition(":")
+        attn_dropout = float(drop or 0.0)
         t = prepare(data, DEV, model)
         init = initial_state(model, t, hidden, 4, 0, 0.5, "mean")
         for fw in ("gnnsparse", "pyg"):
             runs = []
             for _ in range(2):
                 fresh_memory()
-                runs.append(run_once(t, model, fw, epochs=epochs, hidden=hidden, heads=4, init=init, seed=0))
+                runs.append(run_once(t, model, fw, epochs=epochs, hidden=hidden, heads=4, init=init, seed=0,
+                                     attn_dropout=attn_dropout))
             r = runs[0]
-            res[f"{model}/{fw}"] = dict(
+            res[f"{spec}/{fw}"] = dict(
                 epoch_ms=r.median_epoch_ms, test_acc=r.best_val_test, final_test_acc=r.test_acc[-1],
                 peak_gib=(r.peak_mem or 0) / GIB, extra_gib=(r.extra_mem or 0) / GIB,
                 deterministic=runs[0].loss_bits == runs[1].loss_bits,
                 epoch_ms_run2=runs[1].median_epoch_ms, losses=[runs[0].losses, runs[1].losses])
-            same = "bitwise equal" if res[f"{model}/{fw}"]["deterministic"] else "DIFFER"
-            log(f"  {model:4s} {fw:9s} {r.median_epoch_ms:8.2f} ms/epoch  test {100 * r.best_val_test:5.2f}%  "
+            same = "bitwise equal" if res[f"{spec}/{fw}"]["deterministic"] else "DIFFER"
+            log(f"  {spec:11s} {fw:9s} {r.median_epoch_ms:8.2f} ms/epoch  test {100 * r.best_val_test:5.2f}%  "
                 f"peak {(r.peak_mem or 0) / GIB:6.2f} GiB  2 runs {same}")
         del t
     return res
@@ -208,14 +214,28 @@ def section_layers(small: bool) -> dict:
                                                  lambda L: L.GATConv(128, 128, heads=4, concat=False), n, e, 128, 3,
                                                  reps)
     res["GCNConv 128->128"] = _layer_case("GCNConv 128->128", lambda L: L.GCNConv(128, 128), n, e, 128, 3, reps)
+    res["TransformerConv 128->4x32"] = _layer_case("TransformerConv 128->4x32",
+                                                   lambda L: L.TransformerConv(128, 32, heads=4), n, e, 128, 3, reps)
+    res["GATv2Conv 128->4x32"] = _layer_case("GATv2Conv 128->4x32", lambda L: L.GATv2Conv(128, 32, heads=4), n, e,
+                                             128, 3, reps)
+    mlp = lambda: torch.nn.Sequential(torch.nn.Linear(128, 128), torch.nn.ReLU(), torch.nn.Linear(128, 128))  # noqa: E731
+    res["GINConv 128->128"] = _layer_case("GINConv 128->128", lambda L: L.GINConv(mlp()), n, e, 128, 3, reps)
+    res["GraphConv 128->128 sum"] = _layer_case("GraphConv 128->128 sum", lambda L: L.GraphConv(128, 128), n, e, 128,
+                                                3, reps)
+    res["GraphConv 128->128 max"] = _layer_case("GraphConv 128->128 max",
+                                                lambda L: L.GraphConv(128, 128, aggr="max"), n, e, 128, 3, reps)
     return res
 
 
 def section_products(small: bool) -> dict:
     n, e = (PRODUCTS_N // 100, PRODUCTS_E // 100) if small else (PRODUCTS_N, PRODUCTS_E)
-    log(f"products: GATConv 128->4x32, random graph {n:,} nodes, {e:,} edges, forward + backward")
-    return _layer_case("GATConv 128->4x32 products", lambda L: L.GATConv(128, 32, heads=4), n, e, 128, 4,
-                       3 if not small else 2)
+    log(f"products: GATConv and TransformerConv 128->4x32, random graph {n:,} nodes, {e:,} edges, forward + backward")
+    reps = 3 if not small else 2
+    return {"GATConv 128->4x32 (products)": _layer_case("GATConv 128->4x32 products",
+                                                        lambda L: L.GATConv(128, 32, heads=4), n, e, 128, 4, reps),
+            "TransformerConv 128->4x32 (products)": _layer_case("TransformerConv 128->4x32 products",
+                                                                lambda L: L.TransformerConv(128, 32, heads=4), n, e,
+                                                                128, 4, reps)}
 
 
 def section_backward(small: bool) -> dict:
@@ -265,9 +285,10 @@ def print_table(results: dict):
     log("\n" + "=" * 110)
     log(f"{'':34s}{'gnnsparse':>36s}{'PyG':>36s}")
     tr = results.get("train", {})
-    models = sorted({k.split('/')[0] for k in tr}, key=["gcn", "gat", "sage"].index)
+    models = list(dict.fromkeys(k.split('/')[0] for k in tr))
     if models:
-        log("training (hidden 128, 2 layers, GAT 4 heads), per model: ms/epoch | test acc | peak GiB | 2 runs")
+        log("training (hidden 128, 2 layers, 4 heads; model:p = attention dropout p), per model: "
+            "ms/epoch | test acc | peak GiB | 2 runs")
         for m in models:
             a, b = tr.get(f"{m}/gnnsparse"), tr.get(f"{m}/pyg")
             cells = []
@@ -285,8 +306,6 @@ def print_table(results: dict):
         rs = results.get(sec)
         if not rs:
             continue
-        if sec == "products":
-            rs = {"GATConv 128->4x32 (products)": rs}
         log(f"{sec}: forward + backward ms | extra peak GiB")
         for name, r in rs.items():
             cells = []
@@ -294,7 +313,13 @@ def print_table(results: dict):
                 c = r.get(fw, {})
                 cells.append("-" if not c else (("OOM" if c["error"] == "out of memory" else "error") if c.get("error")
                                                 else f"{c['ms']:8.2f} | {c['extra_gib']:6.2f}"))
-            log(f"  {name:32s}{cells[0]:>36s}{cells[1]:>36s}")
+            ratio = ""
+            a, b = r.get("gnnsparse", {}), r.get("pyg", {})
+            if a.get("ms") and b.get("ms"):
+                ratio = f"  speedup {b['ms'] / a['ms']:.2f}x"
+                if b["extra_gib"]:
+                    ratio += f", memory {a['extra_gib'] / b['extra_gib']:.2f}x"
+            log(f"  {name:32s}{cells[0]:>36s}{cells[1]:>36s}{ratio}")
     bw = results.get("backward")
     if bw:
         log(f"GAT layer 128->4x32 forward + backward (fused leaky_relu_softmax kernel in this build: "
@@ -310,7 +335,8 @@ def main(argv=None) -> int:
     p.add_argument("--smoke", action="store_true", help="everything tiny: checks that every path runs (~1 min)")
     p.add_argument("--out", default="train-vs-pyg", help="directory for train_vs_pyg.json")
     p.add_argument("--epochs", type=int, help="training epochs (default 200; 3 with --smoke)")
-    p.add_argument("--models", default="gcn,gat,sage")
+    p.add_argument("--models", default="gcn,gat,sage,gatv2,transformer,gin,gat:0.6",
+                   help="comma-separated; model:p trains it with attention dropout p")
     p.add_argument("--sections", default="check,train,layers,products,backward")
     p.add_argument("--device", default="cuda", help="cuda (default); cpu: a dry run of the script's code paths")
     args = p.parse_args(argv)

@@ -69,10 +69,12 @@ def quick_tensors():
     return D.quick(0)
 
 
-@pytest.mark.parametrize("model, epochs", [("gcn", 12), ("gat", 4), ("sage", 4)])
-def test_seeded_training_is_bitwise_reproducible(quick_tensors, model, epochs):
+@pytest.mark.parametrize("model, epochs, attn_dropout", [("gcn", 12, 0.0), ("gat", 4, 0.0), ("sage", 4, 0.0),
+                                                         ("gat", 4, 0.6), ("gatv2", 4, 0.0), ("transformer", 4, 0.6),
+                                                         ("gin", 4, 0.0)])
+def test_seeded_training_is_bitwise_reproducible(quick_tensors, model, epochs, attn_dropout):
     t = prepare(quick_tensors, torch.device("cpu"), model)
-    kw = dict(epochs=epochs, hidden=16, heads=4, seed=0)
+    kw = dict(epochs=epochs, hidden=16, heads=4, seed=0, attn_dropout=attn_dropout)
     r1, r2 = run_once(t, model, "gnnsparse", **kw), run_once(t, model, "gnnsparse", **kw)
     assert r1.loss_bits == r2.loss_bits and len(r1.losses) == epochs
     assert all(np.isfinite(r1.losses)) and r1.losses[-1] < r1.losses[0]
@@ -91,13 +93,17 @@ def test_train_command(tmp_path, capsys, quick_tensors):
     runs = r["results"]["gnnsparse"]
     assert len(runs) == 2 and runs[0]["losses"] == runs[1]["losses"] and len(runs[0]["epoch_ms"]) == 3
     assert cli(["train", "--data", str(tmp_path / "missing.npz")]) == 2
+    assert cli(["train", "--model", "gcn", "--attn-dropout", "0.6", "--quick", "--device", "cpu"]) == 2
+    assert cli(["train", "--model", "gat", "--attn-dropout", "1.5", "--quick", "--device", "cpu"]) == 2
+    assert "--attn-dropout" in capsys.readouterr().err
 
 
-def test_compare_with_pyg(quick_tensors):
+@pytest.mark.parametrize("model", ["gat", "gatv2", "transformer", "gin"])
+def test_compare_with_pyg(quick_tensors, model):
     pytest.importorskip("torch_geometric")
-    t = prepare(quick_tensors, torch.device("cpu"), "gat")
-    init = initial_state("gat", t, 16, 4, 0, 0.5, "mean")
-    a = run_once(t, "gat", "gnnsparse", epochs=3, hidden=16, init=init)
-    b = run_once(t, "gat", "pyg", epochs=3, hidden=16, init=init)
+    t = prepare(quick_tensors, torch.device("cpu"), model)
+    init = initial_state(model, t, 16, 4, 0, 0.5, "mean")
+    a = run_once(t, model, "gnnsparse", epochs=3, hidden=16, init=init)
+    b = run_once(t, model, "pyg", epochs=3, hidden=16, init=init)
     # the same model from the same weights and dropout masks: the same losses up to rounding
     np.testing.assert_allclose(a.losses, b.losses, rtol=1e-4)

@@ -15,7 +15,7 @@ from .report import comparisons, epoch_line, estimate_line, gib, say, summary_ta
 
 __all__ = ["MODELS", "QUANT_MODELS", "build_parser", "train", "main"]
 
-MODELS = ("gcn", "gat", "sage")
+MODELS = ("gcn", "gat", "sage", "gatv2", "transformer", "gin")
 QUANT_MODELS = ("gcn", "gat")  # the models `gnnsparse train --quant` trains with quantized layers
 
 
@@ -25,13 +25,19 @@ def build_parser(prog: str = "gnnsparse train") -> _cli.ArgumentParser:
     p = _cli.ArgumentParser(prog=prog, description="Train a 2-layer GNN node classifier on gnnsparse (and, with "
                                 "--compare pyg, the same model on PyTorch Geometric) and report accuracy, epoch time, "
                                 "peak GPU memory and run-to-run determinism.")
-    p.add_argument("--model", choices=MODELS, default="gcn", help="gcn, gat (4 heads) or sage (default gcn)")
+    p.add_argument("--model", choices=MODELS, default="gcn",
+                   help="gcn, gat (GATConv, 4 heads), sage (GraphSAGE), gatv2 (GATv2Conv, 4 heads), transformer "
+                        "(TransformerConv, 4 heads) or gin (GINConv with 2-layer MLPs) (default gcn)")
     p.add_argument("--quick", action="store_true", help="a small generated graph and 20 epochs (seconds on a CPU); without it the graph is ogbn-arxiv-sized: about 1 s per GCN epoch on a 2-core CPU, ms on a GPU")
     p.add_argument("--data", metavar="FILE.npz", help="train on your dataset: edge_index, x, y [, split] (see "
                    "gnnsparse.train.data.load_npz); default: a generated ogbn-arxiv-sized graph")
     p.add_argument("--epochs", type=_cli.positive_int("--epochs"), help="epochs (default 200; 20 with --quick)")
     p.add_argument("--hidden", type=_cli.positive_int("--hidden"), help="hidden channels (default 128; 32 with --quick)")
-    p.add_argument("--heads", type=_cli.positive_int("--heads"), default=4, help="GAT heads in the first layer (default 4)")
+    p.add_argument("--heads", type=_cli.positive_int("--heads"), default=4,
+                   help="attention heads in the first layer of gat, gatv2 and transformer (default 4)")
+    p.add_argument("--attn-dropout", type=float, default=0.0, metavar="P",
+                   help="dropout on the attention coefficients of gat, gatv2 and transformer (PyG's examples use 0.6; "
+                        "default 0)")
     p.add_argument("--aggr", choices=("mean", "max", "sum"), default="mean", help="GraphSAGE aggregation")
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--weight-decay", type=float, default=0.0)
@@ -137,8 +143,12 @@ def train(args) -> dict:
     say(f"{data.describe()} (prepared in {time.perf_counter() - t0:.1f} s) on {device}")
     t = prepare(data, device, args.model)
     log_every = args.log_every or (1 if epochs <= 50 else 10)
+    if not 0.0 <= args.attn_dropout < 1.0:
+        raise UsageError(f"--attn-dropout must be in [0, 1), got {args.attn_dropout}")
+    if args.attn_dropout and args.model not in ("gat", "gatv2", "transformer"):
+        raise UsageError(f"--attn-dropout applies to gat, gatv2 and transformer, not {args.model}")
     kw = dict(epochs=epochs, hidden=hidden, heads=args.heads, lr=args.lr, weight_decay=args.weight_decay,
-              dropout=args.dropout, aggr=args.aggr, seed=args.seed)
+              dropout=args.dropout, aggr=args.aggr, seed=args.seed, attn_dropout=args.attn_dropout)
     init = initial_state(args.model, t, hidden, args.heads, args.seed, args.dropout, args.aggr)
     results: dict = {}
     plain = getattr(args, "plain", False)

@@ -92,14 +92,14 @@ def pick_device(name: str):
 
 def prepare(data: NodeData, device, model: str) -> dict:
     """Tensors on the device: features, labels, split, and the graph in both forms: a gnnsparse CSR
-    (ours) and an edge_index (PyG); for GAT both with one self loop per node."""
+    (ours) and an edge_index (PyG); for GAT and GATv2 both with one self loop per node."""
     import torch
 
     import gnnsparse as gs
 
     ei = torch.from_numpy(data.edge_index).to(device)
     n = data.num_nodes
-    if model == "gat":
+    if model in ("gat", "gatv2"):
         ei = with_self_loops(ei, n)
     return dict(x=torch.from_numpy(data.x).to(device), y=torch.from_numpy(data.y).to(device),
                 train=torch.from_numpy(data.train_idx).to(device), val=torch.from_numpy(data.val_idx).to(device),
@@ -125,7 +125,8 @@ def initial_state(model: str, t: dict, hidden: int, heads: int, seed: int, dropo
 
 def run_once(t: dict, model: str, framework: str, *, epochs: int, hidden: int = 128, heads: int = 4, lr: float = 0.01,
              weight_decay: float = 0.0, dropout: float = 0.5, aggr: str = "mean", seed: int = 0,
-             init: Optional[dict] = None, on_epoch=None, quant: Optional[str] = None) -> RunResult:
+             init: Optional[dict] = None, on_epoch=None, quant: Optional[str] = None,
+             attn_dropout: float = 0.0) -> RunResult:
     """Train one model from `init` (or seeded weights) for `epochs` full-graph epochs.
 
     quant ("auto", "8" or "4"; gnnsparse GCN / GAT only): the first layer quantized (gnnsparse.quant.nn),
@@ -138,7 +139,7 @@ def run_once(t: dict, model: str, framework: str, *, epochs: int, hidden: int = 
     device = t["x"].device
     qbits = None if quant is None else (8 if quant == "auto" else int(quant))
     net = Net(model, framework, t["x"].shape[1], hidden, t["num_classes"], heads=heads, dropout=dropout, aggr=aggr,
-              quant=qbits)
+              quant=qbits, attn_dropout=attn_dropout)
     net.load_state_dict(init if init is not None else initial_state(model, t, hidden, heads, seed, dropout, aggr))
     net = net.to(device)
     graph = t["csr"] if framework == "gnnsparse" else t["edge_index"]

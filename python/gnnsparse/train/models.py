@@ -1,4 +1,5 @@
-"""The 2-layer GCN / GAT / GraphSAGE node classifiers `gnnsparse train` trains, built from
+"""The 2-layer GCN / GAT / GraphSAGE / GATv2 / graph transformer / GIN node classifiers
+`gnnsparse train` trains, built from
 gnnsparse.torch.nn or from torch_geometric.nn with the same architecture and parameter names
 (so one state_dict initializes both)."""
 from __future__ import annotations
@@ -30,11 +31,14 @@ def layer_module(framework: str):
 
 
 class Net(torch.nn.Module):
-    """conv1 -> activation -> dropout -> conv2. GAT: `heads` heads of hidden // heads channels,
-    concatenated, then one head; self loops are added once to the graph, not per call."""
+    """conv1 -> activation -> dropout -> conv2. GAT, GATv2 and the transformer: `heads` heads of
+    hidden // heads channels, concatenated, then one head, attention dropout `attn_dropout`; GAT and
+    GATv2 take self loops added once to the graph, not per call. GIN: each conv's MLP is
+    Linear -> ReLU -> Linear."""
 
     def __init__(self, kind: str, framework: str, in_channels: int, hidden: int, out_channels: int, *,
-                 heads: int = 4, dropout: float = 0.5, aggr: str = "mean", quant: Optional[int] = None):
+                 heads: int = 4, dropout: float = 0.5, aggr: str = "mean", quant: Optional[int] = None,
+                 attn_dropout: float = 0.0):
         super().__init__()
         if kind not in MODELS:
             raise ValueError(f"model must be one of {', '.join(MODELS)}; got {kind!r}")
@@ -59,18 +63,28 @@ class Net(torch.nn.Module):
         elif kind == "gcn":
             self.conv1 = L.GCNConv(in_channels, hidden, cached=True)
             self.conv2 = L.GCNConv(hidden, out_channels, cached=True)
-        elif kind == "gat":
+        elif kind in ("gat", "gatv2"):
             if hidden % heads:
-                raise ValueError(f"GAT: hidden ({hidden}) must be a multiple of heads ({heads})")
-            self.conv1 = L.GATConv(in_channels, hidden // heads, heads=heads, add_self_loops=False)
-            self.conv2 = L.GATConv(hidden, out_channels, heads=1, add_self_loops=False)
+                raise ValueError(f"{kind.upper()}: hidden ({hidden}) must be a multiple of heads ({heads})")
+            conv = L.GATConv if kind == "gat" else L.GATv2Conv
+            self.conv1 = conv(in_channels, hidden // heads, heads=heads, add_self_loops=False, dropout=attn_dropout)
+            self.conv2 = conv(hidden, out_channels, heads=1, add_self_loops=False, dropout=attn_dropout)
+        elif kind == "transformer":
+            if hidden % heads:
+                raise ValueError(f"transformer: hidden ({hidden}) must be a multiple of heads ({heads})")
+            self.conv1 = L.TransformerConv(in_channels, hidden // heads, heads=heads, dropout=attn_dropout)
+            self.conv2 = L.TransformerConv(hidden, out_channels, heads=1, dropout=attn_dropout)
+        elif kind == "gin":
+            lin, relu = torch.nn.Linear, torch.nn.ReLU
+            self.conv1 = L.GINConv(torch.nn.Sequential(lin(in_channels, hidden), relu(), lin(hidden, hidden)))
+            self.conv2 = L.GINConv(torch.nn.Sequential(lin(hidden, hidden), relu(), lin(hidden, out_channels)))
         else:
             self.conv1 = L.SAGEConv(in_channels, hidden, aggr=aggr)
             self.conv2 = L.SAGEConv(hidden, out_channels, aggr=aggr)
 
     def forward(self, x, graph):
         h = self.conv1(x, graph)
-        h = F.elu(h) if self.kind == "gat" else F.relu(h)
+        h = F.elu(h) if self.kind in ("gat", "gatv2") else F.relu(h)
         h = F.dropout(h, p=self.dropout, training=self.training)
         return self.conv2(h, graph)
 
