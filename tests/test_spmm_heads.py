@@ -205,7 +205,7 @@ def test_gat_dropout_training_matches_the_per_head_loop(torch_cpu_cuda, rng, mon
     out, grads = step()
     monkeypatch.setattr(L, "_spmm_heads_impl", _loop_spmm_heads)
     out_loop, grads_loop = step()
-    tol = 1e-12 if dtype == "float64" else 2e-5
+    tol = 1e-12 if dtype == "float64" else 1e-4  # fp32: the two sum in different orders on CUDA
     torch.testing.assert_close(out, out_loop, rtol=tol, atol=tol)
     for k in grads:
         torch.testing.assert_close(grads[k], grads_loop[k], rtol=tol, atol=tol * 10, msg=k)
