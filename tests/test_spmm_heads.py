@@ -126,6 +126,19 @@ def test_concurrent_calls_agree(sycl, rng):
         assert all(r.tobytes() == want for r in ex.map(lambda _: gs.spmm_heads(A, W, Z), range(8)))
 
 
+def test_usm_arrays(sycl, rng):
+    dpnp = pytest.importorskip("dpnp")
+    A = _graph(rng, np.int32, M=50, K=40, hub=100)
+    W = rng.standard_normal((A.nnz, 3)).astype(np.float32)
+    Z = rng.standard_normal((40, 3, 8)).astype(np.float32)
+    Au = A.to_like(dpnp.asarray(Z))
+    out = gs.spmm_heads(Au, dpnp.asarray(W), dpnp.asarray(Z))
+    assert isinstance(out, dpnp.ndarray)
+    assert dpnp.asnumpy(out).tobytes() == gs.spmm_heads(A, W, Z).tobytes()
+    with pytest.raises(ValueError, match="Z is on SYCL device .* but W is on the host"):
+        gs.spmm_heads(Au, W, dpnp.asarray(Z))
+
+
 # ---------------------------------------------------------------- torch (CPU: SYCL; CUDA where present)
 def _torch():
     return pytest.importorskip("torch")
