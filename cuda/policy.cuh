@@ -155,6 +155,24 @@ inline SpmmPlan plan_spmm(int64_t M, int64_t nnz, int64_t C, int64_t max_deg, in
   return p;
 }
 
+// ---- SpMM with per-(edge, head) weights (spmm_heads.cu) ---------------------------------------
+// The float SpMM's schedule over the C = H * D columns of a row of Z (sum: TL = 2 on the vector
+// path), with 16-byte vectors only when D is a multiple of their width, so that every vector lies
+// inside one head and takes one weight per edge.
+// Edges in flight per lane: the float SpMM's budgets with the weights counted, as each of a lane's
+// TL vectors loads its own weight per edge (with the float SpMM's U the row kernel spilled 200-480
+// bytes at its register caps on sm_90; with these, at most 8).
+template <int TL, int V, int ElemBytes, int ValBytes>
+constexpr int spmm_heads_unroll() {
+  constexpr int u = V == 1 ? SpmmTuning::kScalarLoadElems / (2 * TL)
+                           : SpmmTuning::kLoadBytes / (TL * (V * ElemBytes + ValBytes));
+  return u < 1 ? 1 : (u > SpmmTuning::kMaxUnroll ? SpmmTuning::kMaxUnroll : u);
+}
+inline SpmmPlan plan_spmm_heads(int64_t M, int64_t nnz, int64_t H, int64_t D, int64_t max_deg, int elem_bytes,
+                                bool aligned) {
+  return plan_spmm(M, nnz, H * D, max_deg, elem_bytes, aligned && D % spmm_vec(elem_bytes) == 0, false);
+}
+
 // ---- SDDMM (sddmm.cu) -----------------------------------------------------------------------
 // dot: one group of G lanes per (row, head), lanes split F into vectors; the row operand X[i]
 // is loaded once per batch of U edges, the U gathered Y rows are the traffic, and a transposed

@@ -31,8 +31,10 @@ enum class Kernel : std::uint8_t {
   spmm_tiles,     // tiles.hpp (dense-ish inputs)
   esimd_spmm_xmx, // esimd/tiles.hpp (dense-ish inputs, DPAS)
   sddmm_tiles,    // tiles.hpp (dense-ish inputs)
+  spmm_heads_sg,      // spmm_heads.hpp
+  spmm_heads_narrow,  // spmm_heads.hpp
 };
-inline constexpr int kKernelCount = 11;
+inline constexpr int kKernelCount = 13;
 
 struct KernelSpec {
   Kernel id;
@@ -64,6 +66,10 @@ inline constexpr KernelSpec kKernels[kKernelCount] = {
     {Kernel::esimd_spmm_xmx, "esimd/tiles.hpp", "gnnsparse::esimd::spmm_xmx", 5,
      {A::dtype, A::itype, A::integer, A::boolean, A::boolean}},  // T I NB SPLIT HAS_VAL
     {Kernel::sddmm_tiles, "tiles.hpp", "gnnsparse::sddmm_tiles", 3, {A::dtype, A::itype, A::integer}},  // T I SG
+    {Kernel::spmm_heads_sg, "spmm_heads.hpp", "gnnsparse::spmm_heads_sg", 4,
+     {A::dtype, A::itype, A::integer, A::integer}},  // T I SG V
+    {Kernel::spmm_heads_narrow, "spmm_heads.hpp", "gnnsparse::spmm_heads_narrow", 4,
+     {A::dtype, A::itype, A::integer, A::integer}},  // T I SG V
 };
 constexpr bool table_in_order() {
   for (int i = 0; i < kKernelCount; ++i)

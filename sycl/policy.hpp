@@ -9,6 +9,8 @@
 //                   transpose-reduce per SG pairs
 //   sddmm_csr       add (dot only where sub-groups are 1 wide): a work-item per (edge, head)
 //   fusedmm_csr_sg  lanes over D, V features per lane, ntiles tiles of SG * V
+//   spmm_heads_sg / spmm_heads_narrow  spmm_csr_sg / spmm_csr_narrow's schedules over the H * D
+//                   columns of a row, each column weighted by its head's W[k, h]
 #pragma once
 #include <algorithm>
 #include <cstddef>
@@ -101,6 +103,25 @@ inline Launch spmm_launch(const DeviceCaps &c, const SpmmArgs &a) {
     int V;
     feature_tiles(sg, a.C, V, l.ntiles);
     l.inst = Instance::of(Kernel::spmm_sg, a.dtype, a.A.itype, a.reduce, W, ARG, sg, V);
+    l.rows = l.ntiles == 1 ? spmm_rows_per_subgroup(c, a.A.M) : 1;
+    l.global = std::size_t((a.A.M + l.rows - 1) / l.rows * l.ntiles) * sg;
+  }
+  finish(c, l);
+  return l;
+}
+
+// Preconditions: M > 0, H * D > 0, dtype float32 or float64. SpMM's choices over C = H * D columns.
+inline Launch spmm_heads_launch(const DeviceCaps &c, const SpmmHeadsArgs &a) {
+  const int sg = int(c.preferred_sg);
+  const long C = long(a.H * a.D);
+  Launch l;
+  if (C < sg) {
+    l.inst = Instance::of(Kernel::spmm_heads_narrow, a.dtype, a.A.itype, sg, narrow_width(C));
+    l.global = std::size_t(a.A.M) * sg;
+  } else {
+    int V;
+    feature_tiles(sg, C, V, l.ntiles);
+    l.inst = Instance::of(Kernel::spmm_heads_sg, a.dtype, a.A.itype, sg, V);
     l.rows = l.ntiles == 1 ? spmm_rows_per_subgroup(c, a.A.M) : 1;
     l.global = std::size_t((a.A.M + l.rows - 1) / l.rows * l.ntiles) * sg;
   }
@@ -221,7 +242,7 @@ inline constexpr EdgeFn kEdgeFns[] = {GNNSPARSE_EDGE_FN_TABLE(GNNSPARSE_EDGE_)};
 #undef GNNSPARSE_OP_
 #undef GNNSPARSE_EDGE_
 
-// Every instance the three launch functions can return on a device of sub-group size sg (the
+// Every instance the launch functions above can return on a device of sub-group size sg (the
 // ahead-of-time build compiles this list; a test checks the launch functions never leave it).
 template <typename F>
 void for_each_portable_instance(int sg, F &&f) {
@@ -237,6 +258,9 @@ void for_each_portable_instance(int sg, F &&f) {
                 f(Instance::of(Kernel::spmm_narrow, t, i, r, w, arg, sg, V));
           }
         }
+      for (int V = 1; V <= kMaxV; V *= 2) f(Instance::of(Kernel::spmm_heads_sg, t, i, sg, V));
+      if (sg > 1)
+        for (int V = 1; V <= narrow_width(sg - 1); V *= 2) f(Instance::of(Kernel::spmm_heads_narrow, t, i, sg, V));
       if (sg >= 2) f(Instance::of(Kernel::sddmm_dot_sg, t, i, sg));
       if (t == DType::f32)  // the tiled SpMM (spmm_tiles_launch)
         for (Reduce r : {Reduce::sum, Reduce::mean})

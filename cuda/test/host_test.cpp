@@ -1,7 +1,8 @@
 // Host-only checks of the CUDA backend's plumbing (no GPU needed): every row of every code table
 // dispatches to its own type or value and unknown codes throw std::invalid_argument naming the
 // axis; the entry points reject bad codes, sizes and pointers before touching the device; the
-// hub-pass sizing keeps its invariants. Prints "N passed, M failed" and exits non-zero on failure.
+// hub-pass sizing keeps its invariants; spmm_heads' vectors never straddle two heads. Prints
+// "N passed, M failed" and exits non-zero on failure.
 #include <cstdint>
 #include <cstdio>
 #include <stdexcept>
@@ -84,7 +85,7 @@ static void dispatch_tables() {
   check_invalid([&] { cd::dispatch_itype(gs::IType(-1), none); }, "index type code -1", "unknown itype");
   check_invalid([&] { cd::dispatch_reduce(gs::Reduce(7), none); }, "reduce code 7", "unknown reduce");
   check_invalid([&] { cd::dispatch_sddmm_op(gs::SddmmOp(2), none); }, "sddmm op code 2", "unknown op");
-  check_invalid([&] { cd::dispatch_edge_fn(gs::EdgeFn(4), none); }, "edge function code 4", "unknown edge");
+  check_invalid([&] { cd::dispatch_edge_fn(gs::EdgeFn(9), none); }, "edge function code 9", "unknown edge");
   check_invalid([] { cd::check_precision(gs::Precision(3)); }, "precision code 3", "unknown precision");
 }
 
@@ -149,6 +150,47 @@ static void entry_points() {
   f.A.nnz = 3;
   f.D = 8;
   check_invalid([&] { gs::cuda::fusedmm(f, nullptr); }, "null pointer", "fusedmm null out");
+
+  gs::SpmmHeadsArgs h;
+  h.A.rowptr = rowptr;
+  h.A.M = 0;
+  h.H = 3;
+  h.D = 5;
+  gs::cuda::spmm_heads(h, nullptr);  // M == 0
+  check(true, "spmm_heads M == 0");
+  h.dtype = gs::DType(7);
+  check_invalid([&] { gs::cuda::spmm_heads(h, nullptr); }, "dtype code 7", "spmm_heads dtype");
+  h.dtype = gs::DType::f16;
+  h.precision = gs::Precision(4);
+  check_invalid([&] { gs::cuda::spmm_heads(h, nullptr); }, "precision code 4", "spmm_heads precision");
+  h.precision = gs::Precision::fp32;
+  h.A.M = 2;
+  h.D = -1;
+  check_invalid([&] { gs::cuda::spmm_heads(h, nullptr); }, "negative size", "spmm_heads negative D");
+  h.D = 0;
+  gs::cuda::spmm_heads(h, nullptr);  // D == 0: nothing to do
+  check(true, "spmm_heads D == 0");
+  h.D = 5;
+  h.A.nnz = 3;
+  h.out = buf;
+  h.A.col = rowptr;
+  h.Z = buf;
+  check_invalid([&] { gs::cuda::spmm_heads(h, nullptr); }, "null pointer", "spmm_heads null W");
+}
+
+// plan_spmm_heads: 16-byte vectors only when they cannot straddle two heads (D % V == 0).
+static void heads_plans() {
+  for (int bytes : {2, 4, 8}) {
+    const int V = cd::spmm_vec(bytes);
+    for (int64_t H : {1, 3, 4, 8})
+      for (int64_t D : {1, 2, 7, 8, 16, 32, 64, 65}) {
+        const cd::SpmmPlan p = cd::plan_spmm_heads(1000, 8000, H, D, 40, bytes, true);
+        const cd::SpmmPlan q = cd::plan_spmm_heads(1000, 8000, H, D, 40, bytes, false);
+        check(p.vec == (D % V == 0 ? V : 1) && q.vec == 1,
+              "plan_spmm_heads vec, bytes " + std::to_string(bytes) + " H " + std::to_string(H) + " D " +
+                  std::to_string(D));
+      }
+  }
 }
 
 // plan_segments: a hub is longer than a segment, the workspace is capped, the segments cover nnz.
@@ -192,6 +234,7 @@ static void segment_plans() {
 int main() {
   dispatch_tables();
   entry_points();
+  heads_plans();
   segment_plans();
   std::printf("%d passed, %d failed\n", g_passed, g_failed);
   return g_failed == 0 ? 0 : 1;

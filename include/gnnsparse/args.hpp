@@ -34,6 +34,17 @@ struct SpmmArgs {
   Precision precision = Precision::fp32;
 };
 
+// SpMM with per-(edge, head) weights (ops.hpp, spmm_heads).
+struct SpmmHeadsArgs {
+  CsrView A;  // val unused
+  DType dtype = DType::f32;
+  const void *W = nullptr;  // nnz x H, edge-value dtype (float32 for float16 / bfloat16 features)
+  const void *Z = nullptr;  // K x H x D
+  void *out = nullptr;      // M x H x D
+  std::int64_t H = 1, D = 1;
+  Precision precision = Precision::fp32;
+};
+
 struct SddmmArgs {
   CsrView A;  // val unused
   DType dtype = DType::f32;

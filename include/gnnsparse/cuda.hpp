@@ -30,6 +30,10 @@ namespace gnnsparse::cuda {
 // is written for max / min only.
 void spmm(const SpmmArgs& a, cudaStream_t stream);
 
+// out (M x H x D) = sum_k W[k, h] Z[col k, h, :]: W (nnz x H, the edge-value type), Z (K x H x D);
+// A.val is unused.
+void spmm_heads(const SpmmHeadsArgs& a, cudaStream_t stream);
+
 // dot: X (M x H x F), Y (K x H x F) -> E (nnz x H).  add: X (M x H), Y (K x H) -> E (nnz x H)
 // (F is ignored for add).
 void sddmm(const SddmmArgs& a, cudaStream_t stream);

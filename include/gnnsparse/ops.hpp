@@ -34,6 +34,14 @@
 // (Z is K x H x D, Out is M x H x D). E itself is not written unless the caller passes an
 // edge buffer, which then receives w (after the edge function and the value scaling).
 //
+// SpMM with per-(edge, head) weights (spmm_heads: attention weights after dropout, the backward of
+// SDDMM dot and FusedMM):
+//   Out[i, h, :] = sum_{k in row i} W[k, h] * Z[col[k], h, :]
+// W is nnz x H in CSR order, in the edge-value dtype (the features', float32 for float16 / bfloat16
+// features); Z is K x H x D, Out is M x H x D; the values of A are unused. Summed in the backend's
+// fixed edge order (as SpMM sum: bitwise reproducible, no atomics), float32 accumulation for 16-bit
+// features; an empty row gives 0.
+//
 // Gradients (gnnsparse.torch; each deterministic, composed of the ops above, no atomics):
 //   SpMM sum   dX = A^T dY (A^T built once and cached, values val[perm]); dval[k] = <dY[i], X[j]>
 //              (an SDDMM dot over A's pattern).
@@ -41,8 +49,9 @@
 //   SpMM max / min: each (i, c) sends val[k] dY[i, c] to X[j, c] and dY[i, c] X[j, c] to val[k] for
 //              the winning edge k = arg[i, c] only (ties: the smallest k; empty rows: nothing), as
 //              torch_scatter's scatter_max; summed per target by a stable key sort and an SpMM.
-//   SDDMM dot  dX[i, h] = sum_k dE[k, h] Y[j, h], dY[j, h] = sum_k dE[k, h] X[i, h] (SpMM with
-//              per-(edge, head) weights over A and A^T).
+//   SDDMM dot  dX[i, h] = sum_k dE[k, h] Y[j, h], dY[j, h] = sum_k dE[k, h] X[i, h] (spmm_heads
+//              over A and A^T).
+//   spmm_heads dW = SDDMM-dot(dOut, Z), dZ = spmm_heads over A^T with weights W[perm] and dOut.
 //   SDDMM add  dX[i, h] = sum of dE over row i, dY[j, h] = sum of dE over column j (SpMM over the
 //              pattern whose columns are the edge ids).
 //   FusedMM    with p = edge_fn(e) and w = p * val: dZ = A^T-SpMM of dOut with weights w,

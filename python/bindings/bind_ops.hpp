@@ -1,6 +1,7 @@
 // The op functions every backend module (_cuda, _sycl) exports, in one shape:
 //
 //   spmm   (exec, A, dtype, reduce, X, Y, arg, C, precision)
+//   spmm_heads(exec, A, dtype, W, Z, out, H, D, precision)
 //   sddmm  (exec, A, dtype, op, X, Y, E, H, F, precision)
 //   fusedmm(exec, A, dtype, op, edge, slope, X, Y, Z, out, E, H, F, D, precision)
 //
@@ -24,7 +25,7 @@ using addr = std::uintptr_t;
 inline const void *cptr(addr p) { return reinterpret_cast<const void *>(p); }
 inline void *mptr(addr p) { return reinterpret_cast<void *>(p); }
 
-// Backend: `using Exec = ...;` and static spmm / sddmm / fusedmm(Exec&, const XxxArgs&) that
+// Backend: `using Exec = ...;` and static spmm / spmm_heads / sddmm / fusedmm(Exec&, const XxxArgs&) that
 // release the GIL around the launch.
 template <class Backend>
 void bind_ops(py::module_ &m) {
@@ -39,6 +40,15 @@ void bind_ops(py::module_ &m) {
       },
       py::arg("exec"), py::arg("A"), py::arg("dtype"), py::arg("reduce"), py::arg("X"), py::arg("Y"),
       py::arg("arg"), py::arg("C"), py::arg("precision") = 0);
+  m.def(
+      "spmm_heads",
+      [](Exec exec, const CsrView &A, int dtype, addr W, addr Z, addr out, std::int64_t H, std::int64_t D,
+         int precision) {
+        const SpmmHeadsArgs a{A, DType(dtype), cptr(W), cptr(Z), mptr(out), H, D, Precision(precision)};
+        return Backend::spmm_heads(exec, a);
+      },
+      py::arg("exec"), py::arg("A"), py::arg("dtype"), py::arg("W"), py::arg("Z"), py::arg("out"), py::arg("H"),
+      py::arg("D"), py::arg("precision") = 0);
   m.def(
       "sddmm",
       [](Exec exec, const CsrView &A, int dtype, int op, addr X, addr Y, addr E, std::int64_t H, std::int64_t F,

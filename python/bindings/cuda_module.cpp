@@ -22,6 +22,10 @@ struct CudaBackend {
     py::gil_scoped_release nogil;
     gs::cuda::spmm(a, stream(s));
   }
+  static void spmm_heads(Exec& s, const gs::SpmmHeadsArgs& a) {
+    py::gil_scoped_release nogil;
+    gs::cuda::spmm_heads(a, stream(s));
+  }
   static void sddmm(Exec& s, const gs::SddmmArgs& a) {
     py::gil_scoped_release nogil;
     gs::cuda::sddmm(a, stream(s));

@@ -76,6 +76,9 @@ struct SyclBackend {
   static sycl::event spmm(Exec &x, const gnnsparse::SpmmArgs &a) {
     return submit_and_notify([&] { return rt::spmm(x.first, a, x.second); });
   }
+  static sycl::event spmm_heads(Exec &x, const gnnsparse::SpmmHeadsArgs &a) {
+    return submit_and_notify([&] { return rt::spmm_heads(x.first, a, x.second); });
+  }
   static sycl::event sddmm(Exec &x, const gnnsparse::SddmmArgs &a) {
     return submit_and_notify([&] { return rt::sddmm(x.first, a, x.second); });
   }
@@ -163,6 +166,10 @@ PYBIND11_MODULE(_sycl, m) {
                     if (t == gnnsparse::DType::f32 && (r == gnnsparse::Reduce::sum || r == gnnsparse::Reduce::mean) && !arg)
                       check(rt::spmm_tiles_launch(caps, a));  // the dense-ish path (sycl/tiles.cpp)
                   }
+                for (long h : {1L, 3L, 4L}) {  // width = D
+                  gnnsparse::SpmmHeadsArgs a{A, t, &dummy, &dummy, &dummy, h, width};
+                  check(rt::spmm_heads_launch(caps, a));
+                }
                 for (gnnsparse::SddmmOp op : rt::kSddmmOps) {
                   gnnsparse::SddmmArgs a{A, t, op, &dummy, &dummy, &dummy, 2, width};
                   check(rt::sddmm_launch(caps, a));

@@ -60,6 +60,9 @@ class Backend(Protocol):
 
     def spmm(self, A, X, M: int, C: int, dtype: int, reduce: int, want_arg: bool, precision: int): ...
 
+    def spmm_heads(self, A, W, Z, M: int, H: int, D: int, dtype: int):
+        """Out (M, H, D): W (nnz, H) in the edge-value dtype, Z (K, H, D); A's values unused."""
+
     def sddmm(self, A, X, Y, nnz: int, H: int, F: int, dtype: int, op: int, precision: int): ...
 
     def fusedmm(self, A, X, Y, Z, M: int, H: int, F: int, D: int, dtype: int, op: int, edge: int,

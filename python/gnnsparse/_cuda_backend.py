@@ -171,6 +171,12 @@ class CudaBackend:
         _launch(run, _ext.spmm, A, dtype, reduce, run.addr(X), run.addr(Y), run.addr(arg), C, precision)
         return Y, arg
 
+    def spmm_heads(self, A, W, Z, M, H, D, dtype):
+        run = _run(Z)
+        out = run.empty((M, H, D), Z)
+        _launch(run, _ext.spmm_heads, A, dtype, run.addr(W), run.addr(Z), run.addr(out), H, D, 0)
+        return out
+
     def sddmm(self, A, X, Y, nnz, H, F, dtype, op, precision):
         run = _run(X)
         E = run.empty((nnz, H), X)

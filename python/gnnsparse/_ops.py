@@ -1,6 +1,7 @@
 """The one frontend: the public ops, and the argument checks every path shares.
 
-Every op has one checking function (`check_spmm`, `check_sddmm`, `check_fusedmm`) that the float
+Every op has one checking function (`check_spmm`, `check_spmm_heads`, `check_sddmm`,
+`check_fusedmm`) that the float
 ops below, the quantized ops (gnnsparse.quant) and the torch layer (gnnsparse.torch.functional)
 all call; the dtype and same-device checks (`dense_dtype`, `same_place`) and the backend lookup
 (`backend_of`) are shared the same way. Codes come from the one table of include/gnnsparse/ops.hpp,
@@ -24,7 +25,7 @@ from typing import NamedTuple, Optional, Protocol
 
 from . import _arrays, _core
 from ._backends import BackendUnavailable, backend_for
-from ._csr import CSR, _val_dtype_for
+from ._csr import CSR, _astype, _val_dtype_for
 
 REDUCTIONS = tuple(_core.REDUCE)
 SDDMM_OPS = tuple(_core.SDDMM_OP)
@@ -40,6 +41,8 @@ class TorchLayer(Protocol):
     graph as tensors. They take the public ops' arguments."""
 
     def spmm(self, A, X, reduce: str, return_arg: bool, *, precision: str): ...
+
+    def spmm_heads(self, A, W, Z): ...
 
     def sddmm(self, A, X, Y, op: str, *, precision: str): ...
 
@@ -139,6 +142,27 @@ def check_spmm(shape, x_shape, reduce, return_arg, precision="fp32") -> SpmmCall
     return tuple.__new__(SpmmCall, (red, prec, M, K, C, tail))
 
 
+class HeadsCall(NamedTuple):
+    M: int
+    K: int
+    H: int
+    D: int
+
+
+def check_spmm_heads(shape, nnz, w_shape, z_shape) -> HeadsCall:
+    """spmm_heads of an M x K matrix with nnz entries: W (nnz, H), Z (K, H, D)."""
+    M, K = shape
+    sw, sz = tuple(w_shape), tuple(z_shape)
+    if len(sz) != 3:
+        raise ValueError(f"spmm_heads takes Z of shape (K, H, D), got {sz}")
+    if sz[0] != K:
+        raise ValueError(f"Z has shape {sz} but A is {M} x {K}: Z needs {K} rows")
+    if sw != (nnz, sz[1]):
+        raise ValueError(f"W has shape {sw} but must be ({nnz}, {sz[1]}): one weight per stored entry of A "
+                         f"(CSR order) and head of Z")
+    return HeadsCall(M, K, sz[1], sz[2])
+
+
 class SddmmCall(NamedTuple):
     op: int
     precision: int
@@ -229,8 +253,9 @@ def _elsewhere(x) -> str:
     return str(x.device) if _arrays.is_torch(x) else _arrays.kind(x)
 
 
-def same_place(b, place, what="dense inputs", **others):
-    """Every array of `others` lives where X does (`place`, X's place under backend b)."""
+def same_place(b, place, what="dense inputs", *, first="X", **others):
+    """Every array of `others` lives where the input named `first` does (`place`, its place under
+    backend b)."""
     for name, x in others.items():
         try:
             p = b.place(x) if backend_for(x) is b else _elsewhere(x)
@@ -238,7 +263,7 @@ def same_place(b, place, what="dense inputs", **others):
             p = _elsewhere(x)
         if p != place:
             why = place.explain(p) if hasattr(place, "explain") else ""
-            raise ValueError(f"X is on {place} but {name} is on {p}{why}; all {what} must live on one device")
+            raise ValueError(f"{first} is on {place} but {name} is on {p}{why}; all {what} must live on one device")
 
 
 def shaped(x, shape):
@@ -288,6 +313,46 @@ def launch_spmm(A: CSR, X, reduce, return_arg, precision):
         arg = None if arg is None else arg.reshape((M,) + tail)
     Y, arg = wrap_like(X0, X, Y, arg)
     return (Y, arg) if return_arg else Y
+
+
+# ---------------------------------------------------------------- spmm with per-(edge, head) weights
+def spmm_heads(A: CSR, W, Z):
+    """Out[i, h, :] = sum over the entries k of row i of W[k, h] * Z[col k, h, :], every head in one
+    kernel (attention weights after dropout; semantics: include/gnnsparse/ops.hpp).
+
+    W (nnz, H) holds one weight per stored entry of A, in CSR order, and head; Z is (K, H, D) on any
+    backend's device; Out is (M, H, D) in Z's framework and dtype, 0 for empty rows. A's values are
+    not used. W is read in the edge-value dtype (Z's, float32 for float16 / bfloat16 Z) and cast to
+    it when it has another float dtype. Torch inputs that require grad get a backward pass
+    (gnnsparse.torch must be imported).
+    """
+    if not isinstance(A, CSR):
+        check_csr(A)  # raises
+    if _torch_route(Z, (W,)):
+        return torch_layer("gnnsparse.spmm_heads on a tensor that requires grad").spmm_heads(A, W, Z)
+    return launch_spmm_heads(A, W, Z)
+
+
+_FLOATS = tuple(_DTYPE)  # float dtype names (the one table)
+
+
+def launch_spmm_heads(A: CSR, W, Z):
+    """The call on Z's backend: dtypes and device, check_spmm_heads, the CSR's view, the kernel. The
+    torch layer's op runs its forward pass through here too."""
+    b = backend_of(A, Z, "Z")
+    Z0 = Z
+    Z, dt = _dense(b, "Z", Z)
+    c = check_spmm_heads(A.shape, A.nnz, _arrays.shape_of(W), Z.shape)
+    place = b.place(Z)
+    same_place(b, place, first="Z", W=W)
+    wdt = _arrays.dtype_name(W)
+    if wdt not in _FLOATS:
+        raise TypeError(f"W has dtype {wdt}; spmm_heads takes float weights ({', '.join(_FLOATS)})")
+    vdt = _val_dtype_for(dt)
+    W = b.prepare(W if wdt == vdt else _astype(W, vdt))
+    view = A._view(b, place, Z, None)
+    out = b.spmm_heads(view, W, Z, c.M, c.H, c.D, _DTYPE[dt][0])
+    return wrap_like(Z0, Z, out)[0]
 
 
 # ---------------------------------------------------------------- sddmm

@@ -163,6 +163,12 @@ class SyclBackend:
                          precision)
         return c.finish(ev, A, Y, arg)
 
+    def spmm_heads(self, A, W, Z, M, H, D, dtype):
+        c = _Call(self, Z)
+        out = c.empty((M, H, D), Z.dtype)
+        ev = _ext().spmm_heads(c.exec(), A, dtype, c.addr(W), c.addr(Z), _addr(out), H, D, 0)
+        return c.finish(ev, A, out)[0]
+
     def sddmm(self, A, X, Y, nnz, H, F, dtype, op, precision):
         c = _Call(self, X)
         E = c.empty((nnz, H), X.dtype)

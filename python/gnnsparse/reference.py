@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["spmm", "sddmm", "fusedmm", "edge_rows"]
+__all__ = ["spmm", "spmm_heads", "sddmm", "fusedmm", "edge_rows"]
 
 
 def _host(a):
@@ -65,6 +65,21 @@ def spmm(A, X, reduce: str = "sum", return_arg: bool = False, dtype=np.float64):
     Y = Y.reshape((M,) + tail)
     arg = arg.reshape((M,) + tail)
     return (Y, arg) if return_arg else Y
+
+
+def spmm_heads(A, W, Z, dtype=np.float64):
+    """Out[i, h, :] = sum over row i of W[k, h] * Z[col[k], h, :]: W (nnz, H) in CSR order, Z (K, H, D)
+    -> (M, H, D); empty rows give 0; A's values are not used."""
+    W = np.asarray(_host(W), dtype=dtype)
+    Z = np.asarray(_host(Z), dtype=dtype)
+    M, K = A.shape
+    col = _host(A.col).astype(np.int64)
+    if Z.ndim != 3 or Z.shape[0] != K or W.shape != (col.shape[0], Z.shape[1]):
+        raise ValueError(f"W {W.shape} and Z {Z.shape} do not fit A ({M} x {K}, {col.shape[0]} entries)")
+    out = np.zeros((M,) + Z.shape[1:], dtype)
+    if W.size:
+        np.add.at(out, edge_rows(A), W[:, :, None] * Z[col])
+    return out
 
 
 def sddmm(A, X, Y, op: str = "dot", dtype=np.float64):

@@ -8,6 +8,8 @@ Coverage (per dtype x index type in FULL_PAIRS; a smaller set for the other pair
          kernels), 16-byte vector loads (aligned, C % V == 0) and scalar loads (unaligned view,
          odd C), edge-split groups (long average rows), whole-warp rows (skewed degrees), several
          column blocks (wide C); empty rows, nnz = 0, M = 0.
+  SpMM with per-(edge, head) weights (spmm_heads): hub rows, vector and scalar loads, whole-warp
+         rows, edge-split groups, several column blocks, nnz = 0, M = 0.
   SDDMM  dot (vector and scalar loads, 1 and several heads), add (1-D and heads).
   FusedMM dot / add x none / leaky_relu / exp / softmax, on the hub graph (segment + combine
          kernels) and on a plain graph, edge values returned and not, vector and scalar loads.
@@ -130,6 +132,15 @@ class Driver:
         else:
             self.check(what, self.host(Y), self.ref.spmm(Rh, self.host(X), reduce), dtype)
 
+    def spmm_heads(self, g, dtype, itype, H, D, *, aligned=True):
+        A, (rowptr, col, v, shape) = self.csr(g, itype, False, dtype)
+        W = self.dense((len(col), H), "float32" if dtype in ("float16", "bfloat16") else dtype)
+        Z = self.dense((shape[1], H, D), dtype, aligned=aligned)
+        self.calls += 1
+        out = self.gs.spmm_heads(A, W, Z)
+        self.check(f"spmm_heads {g} {dtype} {itype} H={H} D={D} aligned={aligned}", self.host(out),
+                   self.ref.spmm_heads(_ns(rowptr, col, None, shape), self.host(W), self.host(Z)), dtype)
+
     def sddmm(self, g, dtype, itype, op, shape_x, *, aligned=True):
         A, (rowptr, col, v, shape) = self.csr(g, itype, False, dtype)
         M, K = shape
@@ -172,6 +183,13 @@ class Driver:
         for g in ("empty_rows", "no_rows"):
             self.spmm(g, dtype, itype, "max", 3, arg=True)
             self.spmm(g, dtype, itype, "sum", 8)
+        self.spmm_heads("hub", dtype, itype, 4, 2 * V)                  # hubs, vector loads
+        self.spmm_heads("hub", dtype, itype, 3, 2 * V, aligned=False)   # hubs, scalar loads
+        self.spmm_heads("skew", dtype, itype, 3, 5)                      # warp rows, odd D
+        self.spmm_heads("dense", dtype, itype, 8, 10 * V)                # several column blocks
+        self.spmm_heads("dense", dtype, itype, 1, V)                     # narrow, edge split
+        for g in ("empty_rows", "no_rows"):
+            self.spmm_heads(g, dtype, itype, 2, 3)
         self.sddmm("hub", dtype, itype, "dot", (2 * V,))
         self.sddmm("dense", dtype, itype, "dot", (2, 7), aligned=False)
         self.sddmm("hub", dtype, itype, "dot", (3, 40))
@@ -190,6 +208,7 @@ class Driver:
         V = VEC[dtype]
         self.spmm("hub", dtype, itype, "sum", 4 * V)
         self.spmm("hub", dtype, itype, "max", 3, arg=True)
+        self.spmm_heads("hub", dtype, itype, 4, 2 * V)
         self.sddmm("hub", dtype, itype, "dot", (2 * V,))
         self.fusedmm("hub", dtype, itype, "dot", "softmax", 2 * V, edges=True, F=2 * V)
 

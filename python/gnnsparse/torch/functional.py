@@ -34,7 +34,7 @@ def _check_inputs(same_dtype=True, **named):
             _check_dense(name, t)  # raises
     b = _ops.backend_for(x0) if isinstance(x0, Tensor) else None
     dt = _check_dense(n0, x0, b)
-    _ops.same_place(b, b.place(x0), **dict(rest))
+    _ops.same_place(b, b.place(x0), first=n0, **dict(rest))
     for name, t in rest:
         _check_dense(name, t, b, dt if same_dtype else None)
     return dt
@@ -125,11 +125,7 @@ def spmm_heads(A, W: Tensor, Z: Tensor) -> Tensor:
     Z (K, H, D) -> (M, H, D). Differentiable in W and Z."""
     _check_inputs(same_dtype=False, Z=Z, W=W)
     g = graph_tensors(A, Z)
-    M, K = g.shape
-    if Z.dim() != 3 or Z.shape[0] != K:
-        raise ValueError(f"Z must have shape ({K}, H, D), got {tuple(Z.shape)}")
-    if W.dim() != 2 or W.shape[0] != g.nnz or W.shape[1] != Z.shape[1]:
-        raise ValueError(f"W must have shape ({g.nnz}, {Z.shape[1]}), got {tuple(W.shape)}")
+    _ops.check_spmm_heads(g.shape, g.nnz, W.shape, Z.shape)
     return L.spmm_heads_op(g.rowptr, g.col, g.t_rowptr, g.t_col, g.t_perm, W.contiguous(), Z.contiguous())
 
 
