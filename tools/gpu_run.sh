@@ -6,6 +6,7 @@
 #   OUT=/some/dir bash tools/gpu_run.sh                      # the GPU suite (also: `test`), CUDA required
 #   OUT=/some/dir bash tools/gpu_run.sh "python $PWD/bench/percall.py --device cuda" "bench_cuda --suite graphs"
 #   OUT=/some/dir bash tools/gpu_run.sh "bash $PWD/tests/gpu/reliability.sh"   # sanitizers, determinism, scale
+#   REUSE=1 OUT=... bash tools/gpu_run.sh "..."   # a warm machine: keep the last call's compiled install
 #
 # Install: a wheel for this Python in .whl/ (made by tools/gpu_wheel.sh on another machine: saves
 # the GPU machine the CUDA compile) is installed with pip --no-deps --target; without one the
@@ -24,7 +25,11 @@ echo "== $(date -u +%FT%TZ) $(hostname): $(nvidia-smi --query-gpu=name,driver_ve
 t0=$SECONDS
 tag=$("$PY" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
 wheel=$(ls "$ROOT"/.whl/gnnsparse-*-"$tag"-*.whl 2>/dev/null | head -1)
-if [ -n "$wheel" ]; then
+if [ "${REUSE:-0}" = 1 ] && [ -d "$SITE/gnnsparse" ]; then
+  # REUSE=1: a warm machine keeps the previous call's install; only the Python files are refreshed
+  cp "$ROOT"/python/gnnsparse/*.py "$SITE/gnnsparse/" && cp -r "$ROOT"/python/gnnsparse/*/ "$SITE/gnnsparse/"
+  echo "== reused the install in $SITE (Python files from the working tree)"
+elif [ -n "$wheel" ]; then
   "$PY" -m pip install -q --no-deps --no-index --target "$SITE" "$wheel" || exit 100
   # the Python layer comes from the working tree: a Python-only change needs no new wheel
   cp "$ROOT"/python/gnnsparse/*.py "$SITE/gnnsparse/" && cp -r "$ROOT"/python/gnnsparse/*/ "$SITE/gnnsparse/"
