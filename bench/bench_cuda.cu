@@ -1,6 +1,6 @@
 // bench_cuda: gnnsparse CUDA kernels against cuSPARSE, same process, same inputs.
 //
-//   bench_cuda [--suite grid|graphs|issue|sweep|all] [--csv out.csv] [--json out.json] [--reps 50]
+//   bench_cuda [--suite grid|graphs|issue|sweep|check|all] [--csv out.csv] [--json out.json] [--reps 50]
 //              [--max-grid-nnz N] [--products] [--no-grid-fused] [--copy-gbs G] [--repeats 10]
 //              [--only CASE/OP/N] [--panel-variants]
 //
@@ -44,7 +44,8 @@
 // and against the better of cuSPARSE and the dense product (geomean, worst cell).
 // --suite sweep: SpMM over densities 0.002 .. 0.1 (auto, spmm_row, spmm_panel forced, cuSPARSE) and
 // the density from which the panel kernels beat the row kernels (what cuda/policy.cuh's PanelTuning
-// is set from).
+// is set from). --suite check: the panel kernels forced in every shape, column block, K split and
+// index type against cuSPARSE (run_check).
 // Extra rows of the graph suite: spmm_nw (unweighted), spmm_max (max with an int64 arg output),
 // spmm_bf16 (bf16 features, against our fp32 sum), fusedmm_yz (FusedMM whose SpMM operand is the
 // SDDMM's Y: one gathered row feeds both products), fused_sm (dot -> row softmax -> SpMM).
@@ -686,6 +687,70 @@ static void run_grid(CuSparse& cs, Timer& tm, int64_t max_nnz, bool fused) {
       }
 }
 
+__global__ void widen_kernel(const int* a, int64_t* b, int64_t n) {
+  const int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (k < n) b[k] = a[k];
+}
+
+// --suite check: the panel kernels forced in every shape (the scalar one at N = 1, 7, 33), column
+// block and K split, int32 and int64 indices, on a 301 x 777 matrix of density 0.2, each against
+// cuSPARSE and run twice (bitwise). One line per configuration, then the number that failed.
+static void run_check(CuSparse& cs, Timer& tm) {
+  Csr A = make_grid(301, 777, 0.2, 4242);
+  int64_t *rp64, *col64;
+  CK(cudaMalloc(&rp64, (A.M + 1) * sizeof(int64_t)));
+  CK(cudaMalloc(&col64, A.nnz * sizeof(int64_t)));
+  widen_kernel<<<static_cast<unsigned>((A.M + 256) / 256), 256>>>(A.rowptr, rp64, A.M + 1);
+  widen_kernel<<<static_cast<unsigned>((A.nnz + 255) / 256), 256>>>(A.col, col64, A.nnz);
+  CK(cudaGetLastError());
+  const char* cfg[][2] = {{"", ""}, {"32", "3"}, {"64", "8"}, {"128", "1"}, {"128", "2"}};
+  int failed = 0, total = 0;
+  for (int64_t N : {1, 7, 33, 4, 12, 32, 64, 96, 128}) {
+    float* X = drand(A.K * N, 51 + N);
+    float* Y = dalloc(A.M * N);
+    float* Y2 = dalloc(A.M * N);
+    float* Yr = dalloc(A.M * N);
+    int alg = -1;
+    tm.reps = 3;
+    cusparse_spmm(cs, tm, A, X, Yr, N, &alg);
+    for (int wide = 0; wide < 2; ++wide)
+      for (const auto& c : cfg) {
+        if (N % 4 != 0 && c[0][0] != '\0') continue;  // the scalar shape has no column-block choice
+        EnvSet e("GNNSPARSE_CUDA_SPMM", "panel"), b("GNNSPARSE_CUDA_PANEL_BN", c[0]), sp("GNNSPARSE_CUDA_PANEL_SPLIT", c[1]);
+        gnnsparse::SpmmArgs a;
+        a.A = A.view();
+        if (wide) {
+          a.A.itype = IType::i64;
+          a.A.rowptr = rp64;
+          a.A.col = col64;
+        }
+        a.dtype = DType::f32;
+        a.reduce = Reduce::sum;
+        a.X = X;
+        a.C = N;
+        a.Y = Y;
+        gnnsparse::cuda::spmm(a, 0);
+        a.Y = Y2;
+        gnnsparse::cuda::spmm(a, 0);
+        CK(cudaDeviceSynchronize());
+        const double err = rel_err(Y, Yr, A.M * N);
+        const bool same = same_bits(Y, Y2, A.M * N * 4), ok = err < 1e-5 && same;
+        failed += !ok;
+        ++total;
+        printf("check N=%-4lld %s bn=%-3s split=%-2s err %.1e %s%s\n", (long long)N, wide ? "int64" : "int32",
+               c[0][0] ? c[0] : "-", c[1][0] ? c[1] : "-", err, ok ? "ok" : "FAILED", same ? "" : " (not bitwise)");
+      }
+    cudaFree(X);
+    cudaFree(Y);
+    cudaFree(Y2);
+    cudaFree(Yr);
+  }
+  printf("check: %d of %d configurations failed\n", failed, total);
+  cudaFree(rp64);
+  cudaFree(col64);
+  A.free_all();
+}
+
 // SpMM over densities at two shapes: where the panel kernels overtake the row kernels.
 static void run_sweep(CuSparse& cs, Timer& tm) {
   const int64_t shapes[][2] = {{4096, 4096}, {16384, 4096}};
@@ -1026,6 +1091,7 @@ int main(int argc, char** argv) {
   }
   if (suite == "grid" || suite == "all") run_grid(cs, tm, max_grid_nnz, fused_grid);
   if (suite == "sweep") run_sweep(cs, tm);
+  if (suite == "check") run_check(cs, tm);
   write_outputs(csv, json);
   print_dense_summaries();
   return 0;

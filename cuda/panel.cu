@@ -24,15 +24,18 @@
 // column order (with S > 1: one chain per slice, then the slices added in order) -- fixed by the
 // data and the plan, so results are bitwise reproducible. No atomics.
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
 
 #include "common.cuh"
+#include "dispatch.cuh"
 #include "panel.cuh"
 #include "policy.cuh"
 
@@ -67,6 +70,36 @@ __device__ __forceinline__ void copy_wait_all() {
 #endif
 }
 
+// ---- shared loads at 32-bit shared addresses (one add per entry and vector) ------------------
+// Volatile asm: kept in program order with the barriers (__syncwarp / __syncthreads) and the
+// cp.async asm around them, which order them after the stores they read.
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+template <int VW> __device__ __forceinline__ VecT<float, VW> lds(uint32_t a);
+template <> __device__ __forceinline__ VecT<float, 4> lds<4>(uint32_t a) {
+  VecT<float, 4> v;
+  asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.v[0]), "=f"(v.v[1]), "=f"(v.v[2]), "=f"(v.v[3]) : "r"(a));
+  return v;
+}
+template <> __device__ __forceinline__ VecT<float, 1> lds<1>(uint32_t a) {
+  VecT<float, 1> v;
+  asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v.v[0]) : "r"(a));
+  return v;
+}
+__device__ __forceinline__ float4 lds_pair2(uint32_t a) {  // two (column, value) entries
+  float4 v;
+  asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(a));
+  return v;
+}
+__device__ __forceinline__ float2 lds_pair1(uint32_t a) {  // one entry
+  float2 v;
+  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(a));
+  return v;
+}
+
 // First p in [lo, hi) with col[p] >= key (hi if none), for sorted col[lo, hi): each step the G
 // lanes of the group probe G evenly spaced entries and one ballot narrows the range to one of the
 // G + 1 gaps. lo, hi and key must be the same in every lane of the group.
@@ -95,7 +128,7 @@ constexpr size_t panel_smem_bytes() {
 // Block b: column block b % col_blocks, then K slice, then panel (the column blocks and slices of
 // a panel run side by side and share its CSR rows in L2). With split == 1 `out` is Y (mean divided,
 // empty rows 0); otherwise the slice's raw sums go to out + slice * M * C.
-template <PanelShape S, class I>
+template <PanelShape S, class I, class Off>
 __global__ void __launch_bounds__(PanelTuning::kBlockThreads, 2)
 spmm_panel_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const float* __restrict__ val,
                   const float* __restrict__ X, float* __restrict__ out, int64_t M, int K, int64_t C,
@@ -106,6 +139,7 @@ spmm_panel_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const
   constexpr int B = PanelTuning::kBatch, T = B / G, SR = PanelTuning::kStageRow;
   static_assert(B % G == 0 && B + 2 <= SR && SR % 2 == 0, "a batch fills one padded stage row");
   using Vec = VecT<float, VW>;
+  constexpr bool kQuad = S != PanelShape::w32;  // four entries per step (w32 would spill)
   extern __shared__ float4 panel_smem[];
   float* xs = reinterpret_cast<float*>(panel_smem);              // [2][BK][BN]: X chunks
   float2* stage = reinterpret_cast<float2*>(xs + 2 * BK * BN);  // [BM][SR]: (column, value) batches
@@ -127,7 +161,6 @@ spmm_panel_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const
     colv[h] = part * (BN / NV) + li * VW;
   }
 
-  using Off = std::conditional_t<sizeof(I) == 4, int, int64_t>;  // entry offsets (nnz < 2^31 with int32)
   Off base[R], end[R];  // the batch starts at base; the row's (slice's) entries end at end
   int head[R];              // batch entries already used
   int creg[R][T];           // batch entry li + t G's column (INT_MAX past the end)
@@ -199,38 +232,59 @@ spmm_panel_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const
     if (ch + 1 < c_end) stage_chunk(ch + 1, buf ^ 1);
     copy_commit();
     const int k0 = ch * BK, kend = k0 + BK;
-    const float* xc = xs + buf * (BK * BN);
+    // entry with column c: its vector h at xl[h] + c * BN * 4 (shared address, mod 2^32)
+    constexpr uint32_t kRowBytes = BN * 4;
+    uint32_t xl[NV];
+#pragma unroll
+    for (int h = 0; h < NV; ++h)
+      xl[h] = smem_u32(xs + buf * (BK * BN)) + static_cast<uint32_t>(colv[h]) * 4u - static_cast<uint32_t>(k0) * kRowBytes;
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      const float2* st = stage + (r * NG + g) * SR;
+      const uint32_t st = smem_u32(stage + (r * NG + g) * SR);
       for (;;) {
         int m = 0;  // batch entries left of kend (sorted columns: a prefix of the batch)
 #pragma unroll
         for (int t = 0; t < T; ++t) m += __popc(__ballot_sync(gmask, creg[r][t] < kend) & gmask);
-        const int h0 = head[r];
-        for (int j = h0 & ~1; j < m; j += 2) {
-          const float4 pr = *reinterpret_cast<const float4*>(st + j);  // entries j, j + 1 (j + 1 < SR)
-          const int cc[2] = {__float_as_int(pr.x), __float_as_int(pr.z)};
-          const float vv[2] = {pr.y, pr.w};
-          Vec x[2][NV];
+        // entries head .. m - 1, in order: an odd first one alone, then fours and twos (16-byte
+        // stage loads, all vectors of a step loaded before its fmas), then a last one alone
+        int j = head[r];
+        auto one = [&](float2 e) {
+          Vec x[NV];
 #pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            if (j + e >= h0 && j + e < m) {
-              const float* xr = xc + (cc[e] - k0) * BN;
+          for (int h = 0; h < NV; ++h) x[h] = lds<VW>(xl[h] + static_cast<uint32_t>(__float_as_int(e.x)) * kRowBytes);
 #pragma unroll
-              for (int h = 0; h < NV; ++h) x[e][h] = *reinterpret_cast<const Vec*>(xr + colv[h]);
-            }
+          for (int h = 0; h < NV; ++h)
+#pragma unroll
+            for (int q = 0; q < VW; ++q) acc[r][h][q] = fmaf(e.y, x[h].v[q], acc[r][h][q]);
+        };
+        auto pairs = [&](const float4 (&p)[2], auto n) {  // n = 1 or 2 pairs
+          constexpr int P = decltype(n)::value;
+          Vec x[2 * P][NV];
+#pragma unroll
+          for (int e = 0; e < 2 * P; ++e) {
+            const float c = (e & 1) ? p[e / 2].z : p[e / 2].x;
+#pragma unroll
+            for (int h = 0; h < NV; ++h) x[e][h] = lds<VW>(xl[h] + static_cast<uint32_t>(__float_as_int(c)) * kRowBytes);
           }
 #pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            if (j + e >= h0 && j + e < m) {
+          for (int e = 0; e < 2 * P; ++e) {
+            const float v = (e & 1) ? p[e / 2].w : p[e / 2].y;
 #pragma unroll
-              for (int h = 0; h < NV; ++h)
+            for (int h = 0; h < NV; ++h)
 #pragma unroll
-                for (int q = 0; q < VW; ++q) acc[r][h][q] = fmaf(vv[e], x[e][h].v[q], acc[r][h][q]);
-            }
+              for (int q = 0; q < VW; ++q) acc[r][h][q] = fmaf(v, x[e][h].v[q], acc[r][h][q]);
           }
+        };
+        if ((j & 1) && j < m) one(lds_pair1(st + j * 8u)), ++j;
+        for (; kQuad && j + 3 < m; j += 4) {
+          const float4 p[2] = {lds_pair2(st + j * 8u), lds_pair2(st + (j + 2) * 8u)};
+          pairs(p, std::integral_constant<int, 2>{});
         }
+        for (; j + 1 < m; j += 2) {  // at most once after the fours
+          const float4 p[2] = {lds_pair2(st + j * 8u), make_float4(0.f, 0.f, 0.f, 0.f)};
+          pairs(p, std::integral_constant<int, 1>{});
+        }
+        if (j < m) one(lds_pair1(st + j * 8u));
         head[r] = m;
         if (m < B || base[r] + B >= end[r]) break;  // the chunk ends inside this batch, or the row does
         base[r] += B;
@@ -278,11 +332,37 @@ __global__ void panel_combine_kernel(const I* __restrict__ rowptr, const float* 
   }
 }
 
-// The split path's partial sums: stream-ordered scratch (cudaMallocAsync / cudaFreeAsync).
+// The split path's partial sums: stream-ordered scratch from a pool of our own per device that
+// keeps freed memory for the next call. (The default pool hands memory back to the system at each
+// synchronization, and mapping it again per call is host time inside the op.) The pool holds at
+// most the largest workspace in use at once: with the policy's split, S M C <= (264 + panels x
+// column blocks) BM BN < 528 x 8192 floats = 17 MB (more only when GNNSPARSE_CUDA_PANEL_SPLIT
+// forces a split).
+cudaMemPool_t split_pool() {
+  static std::mutex mu;
+  static cudaMemPool_t pools[64] = {};
+  int dev = 0;
+  GS_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev < 0 || dev >= 64) throw std::runtime_error("gnnsparse cuda: device index out of range for the panel pool");
+  std::lock_guard<std::mutex> lock(mu);
+  if (pools[dev] == nullptr) {
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = dev;
+    cudaMemPool_t pool;
+    GS_CUDA_CHECK(cudaMemPoolCreate(&pool, &props));
+    uint64_t keep = UINT64_MAX;
+    GS_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    pools[dev] = pool;
+  }
+  return pools[dev];
+}
+
 class SplitWorkspace {
  public:
   SplitWorkspace(size_t bytes, cudaStream_t stream) : stream_(stream) {
-    GS_CUDA_CHECK(cudaMallocAsync(&raw_, bytes, stream));
+    GS_CUDA_CHECK(cudaMallocFromPoolAsync(&raw_, bytes, split_pool(), stream));
   }
   SplitWorkspace(const SplitWorkspace&) = delete;
   SplitWorkspace& operator=(const SplitWorkspace&) = delete;
@@ -294,14 +374,26 @@ class SplitWorkspace {
   cudaStream_t stream_;
 };
 
+// The kernel's dynamic shared memory limit, raised once per device (one flag set per instance).
+template <PanelShape S, class I, class Off, class Kernel>
+void raise_smem_limit(Kernel kernel, size_t bytes) {
+  static std::atomic<uint64_t> done{0};
+  int dev = 0;
+  GS_CUDA_CHECK(cudaGetDevice(&dev));
+  const uint64_t bit = dev >= 0 && dev < 64 ? uint64_t(1) << dev : 0;
+  if (bit != 0 && (done.load(std::memory_order_acquire) & bit) != 0) return;
+  GS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  done.fetch_or(bit, std::memory_order_release);
+}
+
 constexpr int kCombineThreads = 256;
 constexpr int64_t kCombineMaxBlocks = 4096;
 
-template <PanelShape S, class I>
+template <PanelShape S, class I, class Off>
 void launch_panel(const PanelPlan& p, const SpmmArgs& a, bool mean, cudaStream_t stream) {
   constexpr size_t smem = panel_smem_bytes<S>();
-  auto kernel = spmm_panel_kernel<S, I>;
-  GS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  auto kernel = spmm_panel_kernel<S, I, Off>;
+  raise_smem_limit<S, I, Off>(kernel, smem);
   const auto* rp = static_cast<const I*>(a.A.rowptr);
   const auto* cp = static_cast<const I*>(a.A.col);
   const auto* vp = static_cast<const float*>(a.A.val);
@@ -361,17 +453,24 @@ bool spmm_panel(const SpmmArgs& a, bool mean, cudaStream_t stream) {
   if (a.dtype != DType::f32 || A.sorted_cols != 1 || A.nnz <= 0 || A.K > int64_t(INT_MAX) - 1024) return false;
   const bool vec = a.C % 4 == 0 && reinterpret_cast<uintptr_t>(a.X) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(a.Y) % 16 == 0;
-  if (method == SpmmMethod::automatic && !prefer_panel(A.M, A.K, A.nnz, vec)) return false;
+  if (method == SpmmMethod::automatic && !prefer_panel(A.M, A.K, A.nnz, a.C, vec)) return false;
   const int force_bn = env_choice("GNNSPARSE_CUDA_PANEL_BN", {32, 64, 128});
   const int force_split = env_choice("GNNSPARSE_CUDA_PANEL_SPLIT", {1, 2, 3, 4, 5, 6, 7, 8});
   const PanelPlan p = plan_panel(A.M, A.K, a.C, vec, vec ? force_bn : 0, force_split);
   check_grid("spmm (panel)", {p.blocks()}, 1);
-  switch (p.shape) {
-    case PanelShape::w32: launch_panel<PanelShape::w32, I>(p, a, mean, stream); break;
-    case PanelShape::w64: launch_panel<PanelShape::w64, I>(p, a, mean, stream); break;
-    case PanelShape::w128: launch_panel<PanelShape::w128, I>(p, a, mean, stream); break;
-    default: launch_panel<PanelShape::scalar, I>(p, a, mean, stream); break;
-  }
+  // entry offsets in 32 bits whenever nnz allows (int64 indices included: fewer registers)
+  auto go = [&](auto off) {
+    using Off = typename decltype(off)::type;
+    switch (p.shape) {
+      case PanelShape::w32: launch_panel<PanelShape::w32, I, Off>(p, a, mean, stream); break;
+      case PanelShape::w64: launch_panel<PanelShape::w64, I, Off>(p, a, mean, stream); break;
+      case PanelShape::w128: launch_panel<PanelShape::w128, I, Off>(p, a, mean, stream); break;
+      default: launch_panel<PanelShape::scalar, I, Off>(p, a, mean, stream); break;
+    }
+  };
+  if constexpr (sizeof(I) == 4) go(TypeTag<int>{});
+  else if (A.nnz < int64_t(INT_MAX) - 2 * PanelTuning::kBatch) go(TypeTag<int>{});
+  else go(TypeTag<int64_t>{});
   return true;
 }
 

@@ -161,8 +161,11 @@ inline SpmmPlan plan_spmm(int64_t M, int64_t nnz, int64_t C, int64_t max_deg, in
 // (cp.async, double-buffered) and read by every row of the panel (Hong et al., "Adaptive sparse
 // tiling for sparse matrix multiplication", PPoPP 2019). A group of G lanes per row, each lane
 // owning VW x NV columns. When rows x column blocks give too few blocks, K is split into S slices
-// whose partial sums are added in slice order by a second kernel. Taken automatically above the
-// density / row length below (measured: docs/grid.md); GNNSPARSE_CUDA_SPMM forces a method.
+// whose partial sums are added in slice order by a second kernel. GNNSPARSE_CUDA_SPMM forces a
+// method. Taken automatically only where it measured faster than the row kernels (H200,
+// 2026-12-02, docs/grid.md: two runs of the 72-case grid): C = 128, density >= 0.25, M >= 16384
+// (1.21x / 1.27x at M = 16384 / 32768, d = 0.3; 0.96-1.09x at 24576). Everywhere else on the grid
+// (every N = 32 case, smaller M, lower density) the row kernels were faster.
 struct PanelTuning {
   static constexpr int kBlockThreads = 256;
   static constexpr int kBatch = 32;             // CSR entries a group holds per row at a time
@@ -171,8 +174,9 @@ struct PanelTuning {
   static constexpr int kMaxChunkRows = 256;     // BK cap
   static constexpr int64_t kTargetBlocks = 264; // split K until rows x columns x S reach this
   static constexpr int kMaxSplit = 8;
-  static constexpr double kMinDensity = 0.02;   // auto: density nnz / (M K) at least this,
-  static constexpr int64_t kMinAvgRow = 32;     // and rows of at least this many entries on average
+  static constexpr double kMinDensity = 0.25;   // auto: density nnz / (M K) at least this,
+  static constexpr int64_t kMinRows = 16384;    // at least this many rows,
+  static constexpr int64_t kWidth = 128;        // and exactly this many columns (the one measured)
 };
 // Shapes: a group of g lanes per row, each lane owning nv vectors of vw columns (bn = g vw nv
 // columns per block), r rows per group (bm = 256 / g * r rows per panel), bk chunk rows. The
@@ -190,7 +194,7 @@ struct PanelGeom {
 constexpr PanelGeom panel_geom(PanelShape s) {
   switch (s) {
     case PanelShape::w32: return {4, 2, 4, 2};    // 128 rows x 32 columns, chunks of 256
-    case PanelShape::w64: return {4, 2, 8, 4};    // 128 x 64, chunks of 128
+    case PanelShape::w64: return {4, 2, 8, 2};    // 64 x 64, chunks of 128
     case PanelShape::w128: return {4, 2, 16, 4};  // 64 x 128, chunks of 64
     default: return {1, 1, 32, 8};                // scalar: 64 x 32, chunks of 256
   }
@@ -201,10 +205,9 @@ struct PanelPlan {
   int64_t blocks() const { return col_blocks * panels * split; }
 };
 // Auto choice: vector shapes only, dense-ish matrices only (graphs never qualify).
-inline bool prefer_panel(int64_t M, int64_t K, int64_t nnz, bool vec) {
-  if (!vec || M <= 0 || K <= 0) return false;
-  return double(nnz) >= PanelTuning::kMinDensity * double(M) * double(K) &&
-         nnz >= PanelTuning::kMinAvgRow * M;
+inline bool prefer_panel(int64_t M, int64_t K, int64_t nnz, int64_t C, bool vec) {
+  if (!vec || C != PanelTuning::kWidth || M < PanelTuning::kMinRows || K <= 0) return false;
+  return double(nnz) >= PanelTuning::kMinDensity * double(M) * double(K);
 }
 // force_bn: 0, or 32 / 64 / 128 (a vector shape); force_split: 0, or the number of K slices.
 inline PanelPlan plan_panel(int64_t M, int64_t K, int64_t C, bool vec, int force_bn, int force_split) {

@@ -180,9 +180,9 @@ def test_panel_unweighted_misaligned_and_tiny(monkeypatch):
 def test_panel_all_rows_empty_but_one(monkeypatch):
     _needs_cuda()
     monkeypatch.setenv("GNNSPARSE_CUDA_SPMM", "panel")
-    M, K = 500, 300
+    M, K = 60, 300  # density 1 / 60: above the CSR's sortedness check (1 %)
     rowptr = np.zeros(M + 1, np.int64)
-    rowptr[251:] = K  # row 250 holds every column, the others nothing
+    rowptr[31:] = K  # row 30 holds every column, the others nothing
     col = np.arange(K, dtype=np.int64)
     A = dev_csr(rowptr, col, np.ones(K, np.float32), M, K)
     X = feats(K, 32, 5)
@@ -215,27 +215,33 @@ def test_panel_bits_do_not_depend_on_the_column_block(monkeypatch):
 
 @pytest.mark.cuda
 def test_dispatch(monkeypatch):
-    """auto takes the panel path on a dense-ish sorted matrix only; never on a graph, unsorted
-    rows, max / min, fp64 or when row is forced."""
+    """auto takes the panel path only where it measured faster (cuda/policy.cuh, PanelTuning:
+    C = 128, density >= 0.25, M >= 16384); never on a graph, unsorted rows, max / min, fp64, or
+    with the row kernels forced."""
     _needs_cuda()
     monkeypatch.delenv("GNNSPARSE_CUDA_SPMM", raising=False)
-    M, K = 1024, 1024
-    rowptr, col, val = dense_ish(M, K, 0.1, 31)
+    M, K = 16384, 64
+    rowptr, col, val = dense_ish(M, K, 0.4, 31)  # density ~0.39 (10 % empty rows, repeats)
     A = dev_csr(rowptr, col, val, M, K)
-    X = feats(K, 32, 32)
+    X = feats(K, 128, 32)
     assert takes_panel(A, X)
     assert takes_panel(A, X, "mean")
+    assert not takes_panel(A, feats(K, 32, 33))  # C = 32: the row kernels measured faster
     assert not takes_panel(A, X, "max")
     assert not takes_panel(A, X.double())
     check(A, X, "sum", run(A, X))
+    r2, c2, v2 = dense_ish(M, K, 0.15, 34)  # density below 0.25
+    assert not takes_panel(dev_csr(r2, c2, v2, M, K), X)
+    r3, c3, v3 = dense_ish(8192, K, 0.4, 35)  # too few rows
+    assert not takes_panel(dev_csr(r3, c3, v3, 8192, K), X)
     # a graph: 10 entries per row
     g_rowptr = np.arange(0, 10 * M + 1, 10, dtype=np.int64)
     g_col = np.sort(np.random.default_rng(1).integers(0, 100000, (M, 10)), axis=1).reshape(-1)
     G = dev_csr(g_rowptr, g_col, None, M, 100000)
-    assert not takes_panel(G, feats(100000, 32, 2))
+    assert not takes_panel(G, feats(100000, 128, 2))
     # unsorted rows, even when the panel path is forced
-    r2, c2, v2 = dense_ish(M, K, 0.1, 32, unsorted=True)
-    U = dev_csr(r2, c2, v2, M, K)
+    r4, c4, v4 = dense_ish(M, K, 0.4, 36, unsorted=True)
+    U = dev_csr(r4, c4, v4, M, K)
     monkeypatch.setenv("GNNSPARSE_CUDA_SPMM", "panel")
     assert not takes_panel(U, X)
     check(U, X, "sum", run(U, X))
