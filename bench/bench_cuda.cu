@@ -1,8 +1,8 @@
 // bench_cuda: gnnsparse CUDA kernels against cuSPARSE, same process, same inputs.
 //
-//   bench_cuda [--suite grid|graphs|issue|all] [--csv out.csv] [--json out.json] [--reps 50]
+//   bench_cuda [--suite grid|graphs|issue|sweep|check|all] [--csv out.csv] [--json out.json] [--reps 50]
 //              [--max-grid-nnz N] [--products] [--no-grid-fused] [--copy-gbs G] [--repeats 10]
-//              [--only CASE/OP/N]
+//              [--only CASE/OP/N] [--panel-variants]
 //
 // --only: run only the rows whose "case/op/N" contains the given text (e.g. uniform_1M_10M/sddmm/32,
 // or fusedmm_yz): for profiling one kernel (ncu) or re-measuring one row.
@@ -37,9 +37,19 @@
 //            bandwidth is measured at start (device-to-device cudaMemcpy of 1 GiB, read + write
 //            bytes, median of 20) or given with --copy-gbs; the L2 bandwidth too (a quarter-L2
 //            buffer read 64 times per launch, median of 10).
+// --suite grid also prints, per SpMM case: spmm_row (the row kernels forced, GNNSPARSE_CUDA_SPMM=row)
+// and spmm_dense (cuBLAS SGEMM, fp32 without TF32, on the densified matrix; the densify is not
+// timed), each against cuSPARSE; with --panel-variants also spmm_bn32 / spmm_bn64 / spmm_bn128 (the
+// panel kernels forced with that column block). Then the grid's SpMM summary: ours against cuSPARSE
+// and against the better of cuSPARSE and the dense product (geomean, worst cell).
+// --suite sweep: SpMM over densities 0.002 .. 0.1 (auto, spmm_row, spmm_panel forced, cuSPARSE) and
+// the density from which the panel kernels beat the row kernels (what cuda/policy.cuh's PanelTuning
+// is set from). --suite check: the panel kernels forced in every shape, column block, K split and
+// index type against cuSPARSE (run_check).
 // Extra rows of the graph suite: spmm_nw (unweighted), spmm_max (max with an int64 arg output),
 // spmm_bf16 (bf16 features, against our fp32 sum), fusedmm_yz (FusedMM whose SpMM operand is the
 // SDDMM's Y: one gathered row feeds both products), fused_sm (dot -> row softmax -> SpMM).
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cusparse.h>
 #include <cub/device/device_scan.cuh>
@@ -73,6 +83,25 @@ static int g_repeats = 2;      // runs of ours compared bitwise (first against e
 static double g_l2_bytes = 0;  // L2 size of the device
 static double g_l2_gbs = 0;    // L2 read bandwidth (streaming reads of an L2-resident buffer), GB/s
 static std::string g_only;     // --only: run the rows whose "case/op/N" contains this
+static bool g_variants = false;  // --panel-variants: the panel kernels with each column block
+static cublasHandle_t g_blas = nullptr;
+
+// Sets an environment variable for the life of the object (the CUDA entry points read their
+// method knobs, GNNSPARSE_CUDA_SPMM and GNNSPARSE_CUDA_PANEL_BN, at every call).
+struct EnvSet {
+  std::string name, old;
+  bool had;
+  EnvSet(const char* n, const char* v) : name(n) {
+    const char* o = std::getenv(n);
+    had = o != nullptr;
+    if (had) old = o;
+    setenv(n, v, 1);
+  }
+  ~EnvSet() {
+    if (had) setenv(name.c_str(), old.c_str(), 1);
+    else unsetenv(name.c_str());
+  }
+};
 static bool wanted(const std::string& name, const std::string& op, int64_t N) {
   return g_only.empty() || (name + "/" + op + "/" + std::to_string(N)).find(g_only) != std::string::npos;
 }
@@ -150,6 +179,7 @@ static Csr make_grid(int64_t M, int64_t K, double density, uint64_t seed) {
   CK(cudaGetLastError());
   fill_values(A, seed + 1);
   A.maxdeg = max_degree(A);
+  A.sorted_cols = 1;  // grid_fill writes each row's columns in ascending order
   return A;
 }
 
@@ -180,6 +210,7 @@ static Csr make_graph_from_degrees(const std::vector<int64_t>& degs, int64_t K, 
   CK(cudaFree(unsorted));
   fill_values(A, seed + 7);
   A.maxdeg = *std::max_element(degs.begin(), degs.end());
+  A.sorted_cols = 1;  // sorted within rows above
   return A;
 }
 
@@ -382,6 +413,13 @@ __global__ void from_bf16_kernel(const __nv_bfloat16* x, float* y, int64_t n) {
   if (k < n) y[k] = __bfloat162float(x[k]);
 }
 
+// D (M x K, zeroed) = A densified; one block per row (the grid has no repeated columns).
+__global__ void densify_kernel(const int* rowptr, const int* col, const float* val, float* D, int64_t M,
+                               int64_t K) {
+  for (int64_t i = blockIdx.x; i < M; i += gridDim.x)
+    for (int p = rowptr[i] + threadIdx.x; p < rowptr[i + 1]; p += blockDim.x) D[i * K + col[p]] = val[p];
+}
+
 // ---- cases ----------------------------------------------------------------------------------
 
 static double csr_bytes(const Csr& A, bool val) {
@@ -422,7 +460,15 @@ static void bench_spmm(const std::string& suite, const std::string& name, CuSpar
   const bool w_sum = wanted(name, "spmm", N), w_nw = extra && wanted(name, "spmm_nw", N),
              w_max = extra && wanted(name, "spmm_max", N),
              w_bf = suite == "graphs" && (N == 32 || N == 128) && wanted(name, "spmm_bf16", N);
-  if (!w_sum && !w_nw && !w_max && !w_bf) return;
+  const bool dense_ish = suite == "grid" || suite == "sweep";
+  const bool w_row = dense_ish && wanted(name, "spmm_row", N),
+             w_panel = suite == "sweep" && wanted(name, "spmm_panel", N),
+             w_dense = suite == "grid" && wanted(name, "spmm_dense", N);
+  bool w_var = false;
+  for (int bn : {32, 64, 128})
+    w_var = w_var || (g_variants && suite == "grid" && N >= bn && wanted(name, "spmm_bn" + std::to_string(bn), N));
+  const bool w_extra = w_row || w_panel || w_dense || w_var;
+  if (!w_sum && !w_nw && !w_max && !w_bf && !w_extra) return;
   float* X = drand(A.K * N, 11 + N);
   float* Y = dalloc(A.M * N);
   float* Yr = dalloc(A.M * N);
@@ -431,7 +477,7 @@ static void bench_spmm(const std::string& suite, const std::string& name, CuSpar
   r.bytes = csr_bytes(A, true) + gather_bytes(A.K, A.nnz, N) + out_bytes;
   r.l2_bytes = csr_bytes(A, true) + l2_gather_bytes(A.nnz, N) + out_bytes;
   r.flops = 2.0 * A.nnz * N;
-  if (w_sum || w_bf) {
+  if (w_sum || w_bf || w_extra) {
     time_ours(tm, r, [&](void* y) { our_spmm(A, A.val, Reduce::sum, X, y, nullptr, N); }, Y,
               A.M * N * 4);
     if (with_ref) {
@@ -442,6 +488,50 @@ static void bench_spmm(const std::string& suite, const std::string& name, CuSpar
       r.ok = r.err < 1e-4;
     }
     if (w_sum) report(r);
+  }
+  // Another method on the same inputs, checked against cuSPARSE's result (in Yr) and timed.
+  auto method_row = [&](const std::string& op, const std::function<void(void*)>& run) {
+    Row u = r;
+    u.op = op;
+    u.bitwise_ours = true;
+    time_ours(tm, u, run, Y, A.M * N * 4);
+    if (with_ref) {
+      u.err = rel_err(Y, Yr, A.M * N);
+      u.ok = u.err < 1e-4;
+    }
+    report(u);
+  };
+  auto sum_into = [&](void* y) { our_spmm(A, A.val, Reduce::sum, X, y, nullptr, N); };
+  if (w_row) {
+    EnvSet e("GNNSPARSE_CUDA_SPMM", "row");
+    method_row("spmm_row", sum_into);
+  }
+  if (w_panel) {
+    EnvSet e("GNNSPARSE_CUDA_SPMM", "panel");
+    method_row("spmm_panel", sum_into);
+  }
+  for (int bn : {32, 64, 128}) {
+    const std::string op = "spmm_bn" + std::to_string(bn);
+    if (!(g_variants && suite == "grid" && N >= bn && wanted(name, op, N))) continue;
+    EnvSet e("GNNSPARSE_CUDA_SPMM", "panel"), f("GNNSPARSE_CUDA_PANEL_BN", std::to_string(bn).c_str());
+    method_row(op, sum_into);
+  }
+  if (w_dense) {
+    float* D = dalloc(A.M * A.K);
+    CK(cudaMemset(D, 0, A.M * A.K * sizeof(float)));
+    densify_kernel<<<static_cast<unsigned>(std::min<int64_t>(A.M, 65535)), 256>>>(A.rowptr, A.col, A.val, D, A.M, A.K);
+    CK(cudaGetLastError());
+    const float one = 1.f, zero = 0.f;
+    // row-major Y (M x N) = D (M x K) X (K x N), as column-major Y^T = X^T D^T
+    method_row("spmm_dense", [&](void* y) {
+      if (cublasSgemm(g_blas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(A.M),
+                      static_cast<int>(A.K), &one, X, static_cast<int>(N), D, static_cast<int>(A.K), &zero,
+                      static_cast<float*>(y), static_cast<int>(N)) != CUBLAS_STATUS_SUCCESS) {
+        fprintf(stderr, "cublasSgemm failed\n");
+        exit(1);
+      }
+    });
+    cudaFree(D);
   }
   if (w_nw) {
     Row u = r;
@@ -595,6 +685,170 @@ static void run_grid(CuSparse& cs, Timer& tm, int64_t max_nnz, bool fused) {
         }
         A.free_all();
       }
+}
+
+__global__ void widen_kernel(const int* a, int64_t* b, int64_t n) {
+  const int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (k < n) b[k] = a[k];
+}
+
+// --suite check: the panel kernels forced in every shape (the scalar one at N = 1, 7, 33), column
+// block and K split, int32 and int64 indices, on a 301 x 777 matrix of density 0.2, each against
+// cuSPARSE and run twice (bitwise). One line per configuration, then the number that failed.
+static void run_check(CuSparse& cs, Timer& tm) {
+  Csr A = make_grid(301, 777, 0.2, 4242);
+  int64_t *rp64, *col64;
+  CK(cudaMalloc(&rp64, (A.M + 1) * sizeof(int64_t)));
+  CK(cudaMalloc(&col64, A.nnz * sizeof(int64_t)));
+  widen_kernel<<<static_cast<unsigned>((A.M + 256) / 256), 256>>>(A.rowptr, rp64, A.M + 1);
+  widen_kernel<<<static_cast<unsigned>((A.nnz + 255) / 256), 256>>>(A.col, col64, A.nnz);
+  CK(cudaGetLastError());
+  const char* cfg[][2] = {{"", ""}, {"32", "3"}, {"64", "8"}, {"128", "1"}, {"128", "2"}};
+  int failed = 0, total = 0;
+  for (int64_t N : {1, 7, 33, 4, 12, 32, 64, 96, 128}) {
+    float* X = drand(A.K * N, 51 + N);
+    float* Y = dalloc(A.M * N);
+    float* Y2 = dalloc(A.M * N);
+    float* Yr = dalloc(A.M * N);
+    int alg = -1;
+    tm.reps = 3;
+    cusparse_spmm(cs, tm, A, X, Yr, N, &alg);
+    for (int wide = 0; wide < 2; ++wide)
+      for (const auto& c : cfg) {
+        if (N % 4 != 0 && c[0][0] != '\0') continue;  // the scalar shape has no column-block choice
+        EnvSet e("GNNSPARSE_CUDA_SPMM", "panel"), b("GNNSPARSE_CUDA_PANEL_BN", c[0]), sp("GNNSPARSE_CUDA_PANEL_SPLIT", c[1]);
+        gnnsparse::SpmmArgs a;
+        a.A = A.view();
+        if (wide) {
+          a.A.itype = IType::i64;
+          a.A.rowptr = rp64;
+          a.A.col = col64;
+        }
+        a.dtype = DType::f32;
+        a.reduce = Reduce::sum;
+        a.X = X;
+        a.C = N;
+        a.Y = Y;
+        gnnsparse::cuda::spmm(a, 0);
+        a.Y = Y2;
+        gnnsparse::cuda::spmm(a, 0);
+        CK(cudaDeviceSynchronize());
+        const double err = rel_err(Y, Yr, A.M * N);
+        const bool same = same_bits(Y, Y2, A.M * N * 4), ok = err < 1e-5 && same;
+        failed += !ok;
+        ++total;
+        printf("check N=%-4lld %s bn=%-3s split=%-2s err %.1e %s%s\n", (long long)N, wide ? "int64" : "int32",
+               c[0][0] ? c[0] : "-", c[1][0] ? c[1] : "-", err, ok ? "ok" : "FAILED", same ? "" : " (not bitwise)");
+      }
+    cudaFree(X);
+    cudaFree(Y);
+    cudaFree(Y2);
+    cudaFree(Yr);
+  }
+  printf("check: %d of %d configurations failed\n", failed, total);
+  cudaFree(rp64);
+  cudaFree(col64);
+  A.free_all();
+}
+
+// SpMM over densities at two shapes: where the panel kernels overtake the row kernels.
+static void run_sweep(CuSparse& cs, Timer& tm) {
+  const int64_t shapes[][2] = {{4096, 4096}, {16384, 4096}};
+  const double dens[] = {0.002, 0.005, 0.01, 0.02, 0.05, 0.1};
+  for (const auto& sh : shapes)
+    for (double d : dens) {
+      char nm[96];
+      snprintf(nm, sizeof nm, "M%lld_K%lld_d%.3f", (long long)sh[0], (long long)sh[1], d);
+      bool any = false;
+      for (int64_t N : {32, 128})
+        for (const char* op : {"spmm", "spmm_row", "spmm_panel"}) any = any || wanted(nm, op, N);
+      if (!any) continue;
+      Csr A = make_grid(sh[0], sh[1], d, 7000 + sh[0] + int(d * 1000));
+      for (int64_t N : {32, 128}) bench_spmm("sweep", nm, cs, tm, A, N);
+      A.free_all();
+    }
+}
+
+// The dense-ish summaries: the grid's SpMM (ours = what the dispatch picked) against cuSPARSE, the
+// dense product and the better of the two; the sweep's crossover of the panel and row kernels.
+static const Row* find_row_in(const std::string& suite, const std::string& name, const std::string& op, int64_t N) {
+  for (auto& r : g_rows)
+    if (r.suite == suite && r.name == name && r.op == op && r.N == N) return &r;
+  return nullptr;
+}
+static void print_dense_summaries() {
+  struct Acc {
+    double s = 0;
+    int n = 0;
+    void add(double x) { s += std::log(x); ++n; }
+    double get() const { return n ? std::exp(s / n) : 0.0; }
+  };
+  bool header = false;
+  for (int64_t Nsel : {int64_t(32), int64_t(128), int64_t(0)}) {
+    Acc vs_sp, vs_best, dense_sp, row_sp, vs_dense;
+    double worst = 1e30, max_err = 0;
+    std::string worst_name;
+    bool all_ok = true, all_bitwise = true;
+    for (auto& r : g_rows) {
+      if (r.suite != "grid" || r.op != "spmm" || r.ref_us <= 0 || (Nsel && r.N != Nsel)) continue;
+      vs_sp.add(r.ref_us / r.ours_us);
+      max_err = std::max(max_err, r.err);
+      all_ok = all_ok && r.ok;
+      all_bitwise = all_bitwise && r.bitwise_ours;
+      double best = r.ref_us;
+      if (const Row* d = find_row_in("grid", r.name, "spmm_dense", r.N)) {
+        best = std::min(best, d->ours_us);
+        dense_sp.add(r.ref_us / d->ours_us);
+        vs_dense.add(d->ours_us / r.ours_us);
+      }
+      if (const Row* w = find_row_in("grid", r.name, "spmm_row", r.N)) row_sp.add(r.ref_us / w->ours_us);
+      vs_best.add(best / r.ours_us);
+      if (best / r.ours_us < worst) {
+        worst = best / r.ours_us;
+        worst_name = r.name + "/N" + std::to_string(r.N);
+      }
+    }
+    if (!vs_sp.n) continue;
+    if (!header) {
+      printf("\ngrid SpMM (ours = the dispatch's choice; ratios = other time / ours, geomeans):\n");
+      header = true;
+    }
+    printf("  N=%-4s %2d cases: vs cuSPARSE x%.2f | vs dense SGEMM x%.2f | vs better of the two x%.2f, worst "
+           "x%.2f (%s) | dense/cuSPARSE x%.2f | row kernels/cuSPARSE x%.2f | max err %.1e%s%s\n",
+           Nsel ? std::to_string(Nsel).c_str() : "all", vs_sp.n, vs_sp.get(), vs_dense.get(), vs_best.get(), worst,
+           worst_name.c_str(), dense_sp.get(), row_sp.get(), max_err, all_ok ? "" : " (MISMATCH)",
+           all_bitwise ? "" : " (NONDETERMINISTIC)");
+  }
+  // sweep: per (shape, N), the densities in order and the lowest density from which the panel
+  // kernels are faster than the row kernels at every density measured
+  std::vector<std::string> shapes;
+  for (auto& r : g_rows)
+    if (r.suite == "sweep" && r.op == "spmm_panel") {
+      const std::string sh = r.name.substr(0, r.name.rfind("_d")) + "/N" + std::to_string(r.N);
+      if (std::find(shapes.begin(), shapes.end(), sh) == shapes.end()) shapes.push_back(sh);
+    }
+  if (!shapes.empty()) printf("\nsweep (panel / row / cuSPARSE us per density; crossover = panel faster from there on):\n");
+  for (auto& sh : shapes) {
+    std::vector<std::pair<double, double>> pr;  // (density, row / panel)
+    printf("  %-22s", sh.c_str());
+    for (auto& r : g_rows) {
+      if (r.suite != "sweep" || r.op != "spmm_panel") continue;
+      if (r.name.substr(0, r.name.rfind("_d")) + "/N" + std::to_string(r.N) != sh) continue;
+      const Row* w = find_row_in("sweep", r.name, "spmm_row", r.N);
+      if (!w) continue;
+      const double d = std::atof(r.name.c_str() + r.name.rfind("_d") + 2);
+      pr.push_back({d, w->ours_us / r.ours_us});
+      printf(" d=%.3f %.0f/%.0f/%.0f", d, r.ours_us, w->ours_us, r.ref_us);
+    }
+    std::sort(pr.begin(), pr.end());
+    double cross = -1;
+    for (size_t i = pr.size(); i-- > 0;) {
+      if (pr[i].second > 1.0) cross = pr[i].first;
+      else break;
+    }
+    if (cross > 0) printf("  crossover <= %.3f\n", cross);
+    else printf("  crossover: none\n");
+  }
 }
 
 // Can this case hold a wanted row? (--only "case/op/N": the case part must match; a pattern
@@ -807,6 +1061,7 @@ int main(int argc, char** argv) {
     else if (a == "--copy-gbs") g_copy_gbs = std::atof(next().c_str());
     else if (a == "--repeats") g_repeats = std::max(2, std::atoi(next().c_str()));
     else if (a == "--only") g_only = next();
+    else if (a == "--panel-variants") g_variants = true;
     else { fprintf(stderr, "unknown option %s\n", a.c_str()); return 2; }
   }
   const bool copy_given = g_copy_gbs > 0;
@@ -823,6 +1078,10 @@ int main(int argc, char** argv) {
   printf("ratio = reference time / ours (> 1: ours faster); floor = the larger of the DRAM bytes at the copy "
          "bandwidth and the L2 bytes (every gathered row) at the L2 bandwidth, named; ours as %% of it\n");
   CuSparse cs;
+  if (cublasCreate(&g_blas) != CUBLAS_STATUS_SUCCESS) {
+    fprintf(stderr, "cublasCreate failed\n");
+    return 1;
+  }
   Timer tm;
   tm.reps = reps;
   if (suite == "issue") run_issue(cs, tm);
@@ -831,6 +1090,9 @@ int main(int argc, char** argv) {
     print_graph_targets();
   }
   if (suite == "grid" || suite == "all") run_grid(cs, tm, max_grid_nnz, fused_grid);
+  if (suite == "sweep") run_sweep(cs, tm);
+  if (suite == "check") run_check(cs, tm);
   write_outputs(csv, json);
+  print_dense_summaries();
   return 0;
 }

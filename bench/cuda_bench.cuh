@@ -91,6 +91,7 @@ static bool same_bits(const void* a, const void* b, int64_t bytes) {
 // ---- an int32 CSR with float values on the device ---------------------------------------------
 struct Csr {
   int64_t M = 0, K = 0, nnz = 0, maxdeg = -1;  // maxdeg: the longest row, -1 when not computed
+  int sorted_cols = -1;  // 1: every row's columns ascending (as gnnsparse.CSR tells the kernels)
   int* rowptr = nullptr;
   int* col = nullptr;
   float* val = nullptr;
@@ -107,6 +108,7 @@ struct Csr {
     v.K = K;
     v.nnz = nnz;
     v.max_degree = maxdeg;
+    v.sorted_cols = sorted_cols;
     return v;
   }
   gnnsparse::CsrView view() const { return view(val); }

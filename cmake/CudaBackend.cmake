@@ -49,17 +49,21 @@ endif()
 
 if(GNNSPARSE_BENCH)
   add_executable(bench_cuda ${PROJECT_SOURCE_DIR}/bench/bench_cuda.cu)
-  if(TARGET CUDA::cusparse)
-    target_link_libraries(bench_cuda PRIVATE gnnsparse_cuda CUDA::cusparse)
+  # cuSPARSE (every SpMM / SDDMM reference) and cuBLAS (the grid's dense SGEMM rows)
+  if(TARGET CUDA::cusparse AND TARGET CUDA::cublas)
+    target_link_libraries(bench_cuda PRIVATE gnnsparse_cuda CUDA::cusparse CUDA::cublas)
   else()
-    # A toolkit without cuSPARSE (a compiler-only install): the copy of the nvidia-cusparse wheel,
-    # unpacked at $GNNSPARSE_CUSPARSE_ROOT (its nvidia/cu13 folder: include/, lib/).
+    # A toolkit without them (a compiler-only install): the copies of the nvidia-cusparse and
+    # nvidia-cublas wheels, unpacked at $GNNSPARSE_CUSPARSE_ROOT (their nvidia/cu13 folder:
+    # include/, lib/).
     find_path(GNNSPARSE_CUSPARSE_INCLUDE cusparse.h HINTS $ENV{GNNSPARSE_CUSPARSE_ROOT}/include REQUIRED)
     find_library(GNNSPARSE_CUSPARSE_LIB NAMES cusparse libcusparse.so.12
                  HINTS $ENV{GNNSPARSE_CUSPARSE_ROOT}/lib REQUIRED)
+    find_library(GNNSPARSE_CUBLAS_LIB NAMES cublas libcublas.so.13 libcublas.so.12
+                 HINTS $ENV{GNNSPARSE_CUSPARSE_ROOT}/lib REQUIRED)
     target_include_directories(bench_cuda PRIVATE ${GNNSPARSE_CUSPARSE_INCLUDE})
-    target_link_libraries(bench_cuda PRIVATE gnnsparse_cuda ${GNNSPARSE_CUSPARSE_LIB})
-    # its own dependencies (nvJitLink) are resolved where it runs
+    target_link_libraries(bench_cuda PRIVATE gnnsparse_cuda ${GNNSPARSE_CUSPARSE_LIB} ${GNNSPARSE_CUBLAS_LIB})
+    # their own dependencies (nvJitLink, cublasLt) are resolved where it runs
     target_link_options(bench_cuda PRIVATE -Wl,--allow-shlib-undefined)
   endif()
   install(TARGETS bench_cuda DESTINATION gnnsparse/bin)

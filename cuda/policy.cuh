@@ -173,6 +173,76 @@ inline SpmmPlan plan_spmm_heads(int64_t M, int64_t nnz, int64_t H, int64_t D, in
   return plan_spmm(M, nnz, H * D, max_deg, elem_bytes, aligned && D % spmm_vec(elem_bytes) == 0, false);
 }
 
+// ---- dense-ish SpMM: row panels (panel.cu) --------------------------------------------------
+// fp32 sum / mean over a CSR with sorted columns: a block owns a panel of BM rows and BN output
+// columns and walks K in chunks of BK rows of X, each chunk staged once in shared memory
+// (cp.async, double-buffered) and read by every row of the panel (Hong et al., "Adaptive sparse
+// tiling for sparse matrix multiplication", PPoPP 2019). A group of G lanes per row, each lane
+// owning VW x NV columns. When rows x column blocks give too few blocks, K is split into S slices
+// whose partial sums are added in slice order by a second kernel. GNNSPARSE_CUDA_SPMM forces a
+// method. Taken automatically only where it measured faster than the row kernels (H200,
+// 2026-12-02, docs/grid.md: two runs of the 72-case grid): C = 128, density >= 0.25, M >= 16384
+// (1.21x / 1.27x at M = 16384 / 32768, d = 0.3; 0.96-1.09x at 24576). Everywhere else on the grid
+// (every N = 32 case, smaller M, lower density) the row kernels were faster.
+struct PanelTuning {
+  static constexpr int kBlockThreads = 256;
+  static constexpr int kBatch = 32;             // CSR entries a group holds per row at a time
+  static constexpr int kStageRow = 34;          // float2 slots per staged row (padded: banks)
+  static constexpr int kChunkBytes = 32768;     // one X chunk buffer (two are in flight)
+  static constexpr int kMaxChunkRows = 256;     // BK cap
+  static constexpr int64_t kTargetBlocks = 264; // split K until rows x columns x S reach this
+  static constexpr int kMaxSplit = 8;
+  static constexpr double kMinDensity = 0.25;   // auto: density nnz / (M K) at least this,
+  static constexpr int64_t kMinRows = 16384;    // at least this many rows,
+  static constexpr int64_t kWidth = 128;        // and exactly this many columns (the one measured)
+};
+// Shapes: a group of g lanes per row, each lane owning nv vectors of vw columns (bn = g vw nv
+// columns per block), r rows per group (bm = 256 / g * r rows per panel), bk chunk rows. The
+// vector shapes (vw = 4, nv = 2) need C % 4 == 0 and 16-byte aligned X and Y; scalar takes the rest.
+enum class PanelShape : int { w32 = 32, w64 = 64, w128 = 128, scalar = 1 };
+struct PanelGeom {
+  int vw, nv, g, r;
+  constexpr int bn() const { return g * vw * nv; }
+  constexpr int bm() const { return PanelTuning::kBlockThreads / g * r; }
+  constexpr int bk() const {
+    return PanelTuning::kChunkBytes / (bn() * 4) < PanelTuning::kMaxChunkRows
+               ? PanelTuning::kChunkBytes / (bn() * 4) : PanelTuning::kMaxChunkRows;
+  }
+};
+constexpr PanelGeom panel_geom(PanelShape s) {
+  switch (s) {
+    case PanelShape::w32: return {4, 2, 4, 2};    // 128 rows x 32 columns, chunks of 256
+    case PanelShape::w64: return {4, 2, 8, 2};    // 64 x 64, chunks of 128
+    case PanelShape::w128: return {4, 2, 16, 4};  // 64 x 128, chunks of 64
+    default: return {1, 1, 32, 8};                // scalar: 64 x 32, chunks of 256
+  }
+}
+struct PanelPlan {
+  PanelShape shape = PanelShape::scalar;
+  int64_t col_blocks = 1, panels = 0, split = 1;
+  int64_t blocks() const { return col_blocks * panels * split; }
+};
+// Auto choice: vector shapes only, dense-ish matrices only (graphs never qualify).
+inline bool prefer_panel(int64_t M, int64_t K, int64_t nnz, int64_t C, bool vec) {
+  if (!vec || C != PanelTuning::kWidth || M < PanelTuning::kMinRows || K <= 0) return false;
+  return double(nnz) >= PanelTuning::kMinDensity * double(M) * double(K);
+}
+// force_bn: 0, or 32 / 64 / 128 (a vector shape); force_split: 0, or the number of K slices.
+inline PanelPlan plan_panel(int64_t M, int64_t K, int64_t C, bool vec, int force_bn, int force_split) {
+  PanelPlan p;
+  if (!vec) p.shape = PanelShape::scalar;
+  else if (force_bn > 0) p.shape = PanelShape(force_bn);
+  else p.shape = C <= 32 ? PanelShape::w32 : (C <= 64 ? PanelShape::w64 : PanelShape::w128);
+  const PanelGeom g = panel_geom(p.shape);
+  p.col_blocks = (C + g.bn() - 1) / g.bn();
+  p.panels = (M + g.bm() - 1) / g.bm();
+  const int64_t chunks = (K + g.bk() - 1) / g.bk();
+  const int64_t base = p.col_blocks * p.panels;
+  const int64_t s = force_split > 0 ? force_split : (PanelTuning::kTargetBlocks + base - 1) / base;
+  p.split = std::max<int64_t>(1, std::min<int64_t>({s, int64_t(PanelTuning::kMaxSplit), chunks}));
+  return p;
+}
+
 // ---- SDDMM (sddmm.cu) -----------------------------------------------------------------------
 // dot: one group of G lanes per (row, head), lanes split F into vectors; the row operand X[i]
 // is loaded once per batch of U edges, the U gathered Y rows are the traffic, and a transposed

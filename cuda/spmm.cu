@@ -9,9 +9,11 @@
 // row) piece into a workspace slot and hub_combine_kernel<SpmmCombine> folds a hub row's slots
 // in segment order. No atomics anywhere, so results are bitwise reproducible. (Row splitting as
 // in Yang, Buluc, Owens, "Design principles for sparse matrix multiplication on the GPU",
-// Euro-Par 2018.)
+// Euro-Par 2018.) Dense-ish fp32 sum / mean over rows with sorted columns may instead take the
+// row-panel kernels of panel.cu (run_spmm asks spmm_panel first).
 #include "common.cuh"
 #include "dispatch.cuh"
+#include "panel.cuh"
 #include "policy.cuh"
 #include "segments.cuh"
 #include "gnnsparse/cuda.hpp"
@@ -383,6 +385,9 @@ inline bool spmm_has_work(const SpmmArgs& a) {
 template <class T, class I, Reduce R>
 void run_spmm(const SpmmArgs& a, cudaStream_t stream) {
   if (!spmm_has_work(a)) return;
+  // dense-ish fp32 sum / mean: the row-panel kernels (panel.cu) where the policy takes them
+  if constexpr (std::is_same_v<T, float> && (R == Reduce::sum || R == Reduce::mean))
+    if (spmm_panel<I>(a, R == Reduce::mean, stream)) return;
   const bool aligned = reinterpret_cast<uintptr_t>(a.X) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(a.Y) % 16 == 0;
   const SpmmPlan p = plan_spmm(a.A.M, a.A.nnz, a.C, a.A.max_degree, sizeof(T), aligned, has_arg(R));

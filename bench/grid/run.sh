@@ -34,7 +34,7 @@ FLAGS=(-std=c++17 -O3 --expt-relaxed-constexpr -lineinfo "${GENCODE[@]}" -Iinclu
 
 t0=$(date +%s)
 SRCS=(bench/grid/tiles/tile_cache.cu bench/grid/tiles/tiled_spmm.cu bench/grid/tiles/tiled_sddmm.cu bench/grid/tiles/tiled_fusedmm.cu
-      bench/grid/tiles/tiled_policy.cpp cuda/spmm.cu cuda/sddmm.cu cuda/fusedmm.cu cuda/device.cu bench/grid/grid_bench.cu)
+      bench/grid/tiles/tiled_policy.cpp cuda/spmm.cu cuda/panel.cu cuda/sddmm.cu cuda/fusedmm.cu cuda/device.cu bench/grid/grid_bench.cu)
 pids=(); objs=()
 for s in "${SRCS[@]}"; do
   o="$B/$(echo "$s" | tr '/' '_').o"; objs+=("$o")

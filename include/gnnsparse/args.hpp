@@ -21,6 +21,9 @@ struct CsrView {
   std::int64_t M = 0, K = 0, nnz = 0;
   // The longest row if known (lets a launch policy skip its hub pass), else -1.
   std::int64_t max_degree = -1;
+  // 1 when every row's columns are known to be non-decreasing (what the dense-ish kernels
+  // need), 0 when known not to be, -1 unknown (then those kernels are never taken).
+  int sorted_cols = -1;
 };
 
 struct SpmmArgs {

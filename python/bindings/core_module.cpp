@@ -66,8 +66,11 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("K", &gs::CsrView::K)
       .def_readonly("nnz", &gs::CsrView::nnz)
       .def_readonly("max_degree", &gs::CsrView::max_degree)
+      .def_readwrite("sorted_cols", &gs::CsrView::sorted_cols,
+                     "1: every row's columns are non-decreasing, 0: not, -1: unknown (set by gnnsparse.CSR)")
       .def("__repr__", [](const gs::CsrView &v) {
         return "CsrView(M=" + std::to_string(v.M) + ", K=" + std::to_string(v.K) + ", nnz=" + std::to_string(v.nnz) +
-               ", itype=" + std::to_string(int(v.itype)) + ", max_degree=" + std::to_string(v.max_degree) + ")";
+               ", itype=" + std::to_string(int(v.itype)) + ", max_degree=" + std::to_string(v.max_degree) +
+               ", sorted_cols=" + std::to_string(v.sorted_cols) + ")";
       });
 }

@@ -23,6 +23,11 @@ from . import _arrays
 from ._graph import GraphMethods
 
 INT32_MAX = 2**31 - 1
+# From this density (nnz / (M K)) on, a CSR checks once whether its rows' columns are sorted and
+# tells the device views: the CUDA dense-ish SpMM kernels need it (their policy takes them from
+# 25 % density on, cuda/policy.cuh: PanelTuning; GNNSPARSE_CUDA_SPMM=panel forces them on any
+# matrix this check covers), and graphs never pay for the check.
+SORT_CHECK_DENSITY = 0.01
 
 
 def _index_dtype_for(*sizes) -> np.dtype:
@@ -151,6 +156,7 @@ class CSR(GraphMethods):
         self._transpose = None
         self._transpose_stamp = None
         self._max_degree = None
+        self._sorted_cols = None
 
     # ---------------------------------------------------------------- arrays
     @property
@@ -190,6 +196,7 @@ class CSR(GraphMethods):
         out._reset()
         out.val = val
         out._max_degree = self._max_degree  # structural: kept (no device reduction per call)
+        out._sorted_cols = self._sorted_cols
         return out
 
     def invalidate(self):
@@ -393,6 +400,32 @@ class CSR(GraphMethods):
                 self._max_degree = (md, stamp)
         return self._max_degree[0]
 
+    def sorted_cols(self) -> bool:
+        """Whether every row's columns are non-decreasing (repeated columns allowed), computed once
+        (vectorized, on the arrays' own device)."""
+        if self._sorted_cols is None or self._torch:
+            stamp = self._stamp()
+            if self._sorted_cols is None or self._sorted_cols[1] != stamp:
+                self._sorted_cols = (self._rows_sorted(), stamp)
+        return self._sorted_cols[0]
+
+    def _rows_sorted(self) -> bool:
+        nnz = self.nnz
+        if nnz < 2:
+            return True
+        if self._torch:
+            col, rp = self.col, self.rowptr
+            down = col[1:] < col[:-1]  # entry p + 1 below entry p
+            starts = rp[1:-1]
+            starts = starts[(starts > 0) & (starts < nnz)]
+            down[starts - 1] = False  # across a row boundary: allowed
+            return not bool(down.any())
+        col, rp = _arrays.to_numpy(self.col), _arrays.to_numpy(self.rowptr)
+        down = col[1:] < col[:-1]
+        starts = rp[1:-1]
+        down[starts[(starts > 0) & (starts < nnz)] - 1] = False
+        return not bool(down.any())
+
     # ---------------------------------------------------------------- device views
     def _arrays_at(self, b, place, like, val_dtype):
         """(rowptr, col, val) at `place` in the framework of `like`, val cast to val_dtype."""
@@ -426,6 +459,9 @@ class CSR(GraphMethods):
         rowptr, col, val = self._arrays_at(b, place, like, val_dtype)
         view = b.view(rowptr, col, val, self.shape[0], self.shape[1], self.nnz, self.max_degree())
         view.keep = (rowptr, col, val)  # the view holds raw addresses: it keeps their arrays alive
+        M, K = self.shape
+        if self.nnz and self.nnz >= SORT_CHECK_DENSITY * M * K:
+            view.sorted_cols = 1 if self.sorted_cols() else 0
         # CuPy / dpnp values cast to another dtype are not kept: their source may change unseen
         if self.kind == "numpy" or self._torch or val is self.val:
             # two threads may build the view at once: both keep working with their own (alive
