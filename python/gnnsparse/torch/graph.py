@@ -104,7 +104,6 @@ def build(rowptr: Tensor, col: Tensor, val: Optional[Tensor], num_cols: int,
 # the real kernel (a data-dependent branch cannot be traced), and the self-loop op's edge count,
 # which depends on the data, is a dynamic size of its fake kernel. Both return index tensors only;
 # edge values follow through a gather outside the op, so gradients reach them.
-_STRUCTURE = ("rowptr", "col", "t_rowptr", "t_col", "t_perm", "rows", "eid", "edge_perm")
 
 
 def _fields(g: GraphTensors) -> list:

@@ -9,7 +9,11 @@ softmax -> weighted sum over the heads) is one FusedMM call, forward and backwar
 The graph argument (`edge_index`) may be a (2, E) edge_index tensor (row 0 source, row 1 target;
 converted once and cached while the tensor lives unchanged), a gnnsparse.CSR (one row per target),
 a GraphTensors, a PyG EdgeIndex, a torch_sparse.SparseTensor (PyG's adj_t) or a torch sparse
-matrix (rows are targets).
+matrix (rows are targets). Under torch.compile(fullgraph=True) the conversion and the self loops
+are traced into the compiled graph (custom ops) and run on every call instead of being cached.
+
+Each layer's classmethod from_pyg(module) builds it from the torch_geometric conv of the same name
+(options, weights, dtype, device, mode); gnnsparse.torch.accelerate(model) does so for a model.
 """
 from __future__ import annotations
 
