@@ -424,7 +424,7 @@ class GATConv(torch.nn.Module):
                 n = min(g.num_rows, g.num_cols)
                 raise ValueError(f"GATConv with add_self_loops needs as many source as target nodes, got "
                                  f"{g.num_cols} x {g.num_rows} (n = {n}); pass add_self_loops=False")
-            g, take = _derived(g, ("gat_loops",), lambda b: _self_loops(b, "replace"))
+            g, take = _derived(g, ("gat_loops", "take"), lambda b: _self_loops(b, "replace"))
         a_src = (x_src * self.att_src).sum(-1)
         a_dst = (x_dst * self.att_dst).sum(-1) if x_dst is not None else a_src.new_zeros(g.num_rows, H)
         edge_term = None
