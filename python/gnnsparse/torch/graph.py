@@ -75,6 +75,18 @@ def _size(n):
     return n if isinstance(n, torch.SymInt) else int(n)
 
 
+def _row_starts(ids: Tensor, n, order: Tensor) -> Tensor:
+    """(n + 1,) int64 row pointers of entries whose row is ids[k] (order: a stable argsort of ids):
+    bincount and cumsum; while torch.compile traces, the rows' positions in the sorted ids
+    (bincount's output size depends on the values, searchsorted's does not; same result)."""
+    if torch.compiler.is_compiling():
+        return torch.searchsorted(ids[order], torch.arange(n + 1, device=ids.device, dtype=torch.int64))
+    out = torch.zeros(n + 1, dtype=torch.int64, device=ids.device)
+    if ids.numel():
+        out[1:] = torch.cumsum(torch.bincount(ids, minlength=n), 0)
+    return out
+
+
 def build(rowptr: Tensor, col: Tensor, val: Optional[Tensor], num_cols: int,
           edge_perm: Optional[Tensor] = None, itype: Optional[torch.dtype] = None) -> GraphTensors:
     """GraphTensors from a valid CSR given as torch tensors on one device (not checked: build the
@@ -91,8 +103,7 @@ def build(rowptr: Tensor, col: Tensor, val: Optional[Tensor], num_cols: int,
     rows = torch.repeat_interleave(torch.arange(M, device=dev, dtype=torch.int64), rowptr64.diff(),
                                    output_size=nnz)
     t_perm = torch.argsort(col64, stable=True)
-    # entries per column, summed: the columns' positions in the sorted column list (sizes fixed)
-    t_rowptr = torch.searchsorted(col64[t_perm], torch.arange(K + 1, device=dev, dtype=torch.int64))
+    t_rowptr = _row_starts(col64, K, t_perm)
     return GraphTensors(rowptr.to(it), col.to(it), val, t_rowptr.to(it), rows[t_perm].to(it), t_perm.to(it),
                         rows.to(it), torch.arange(nnz, device=dev, dtype=it),
                         None if edge_perm is None else edge_perm.to(dev, torch.int64), M, K)
@@ -134,8 +145,7 @@ def _from_edge_index_op(edge_index: Tensor, num_src: int, num_dst: int) -> list[
             raise ValueError(f"edge {e} = ({int(src[e])}, {int(dst[e])}) is outside the graph's "
                              f"{num_src} source / {num_dst} target nodes")
     perm = torch.argsort(dst, stable=True)
-    rowptr = torch.searchsorted(dst[perm], torch.arange(num_dst + 1, device=dst.device, dtype=torch.int64))
-    return _fields(build(rowptr, src[perm], None, num_src, edge_perm=perm))
+    return _fields(build(_row_starts(dst, num_dst, perm), src[perm], None, num_src, edge_perm=perm))
 
 
 @_from_edge_index_op.register_fake
