@@ -56,6 +56,10 @@ class Net(torch.nn.Module):
         return self.sage(self.gat2(h, graph), graph)
 
 
+def _graph(kind, ei):
+    return {"edge_index": ei, "csr": gs.CSR.from_edge_index(ei, N), "graph_tensors": gst.from_edge_index(ei, N)}[kind]
+
+
 def _run(model, x, *args, seed=0):
     x = x.clone().requires_grad_()
     torch.manual_seed(seed)
@@ -78,8 +82,7 @@ def _same(a, b):
 @pytest.mark.parametrize("kind", ["edge_index", "csr", "graph_tensors"])
 def test_models_compile_fullgraph(data, kind):
     ei, x, attr, _ = data
-    graph = {"edge_index": ei, "csr": gs.CSR.from_edge_index(ei, N),
-             "graph_tensors": gst.from_edge_index(ei, N)}[kind]
+    graph = _graph(kind, ei)
     torch.manual_seed(0)
     net = Net().double().train()
     eager = _run(net, x, graph, attr)  # fills the layers' and the graph's caches first
@@ -94,8 +97,11 @@ def test_models_compile_fullgraph(data, kind):
             comp(x, bad, attr)
 
 
-def test_gcn_cached_and_learnable_edge_weights_compile(data):
+@pytest.mark.parametrize("eager_first", [False, True], ids=["cold", "after-eager"])
+@pytest.mark.parametrize("kind", ["edge_index", "csr", "graph_tensors"])
+def test_gcn_cached_and_learnable_edge_weights_compile(data, kind, eager_first):
     ei, x, _, w = data
+    graph = _graph(kind, ei)
 
     class Two(torch.nn.Module):
         def __init__(self):
@@ -103,17 +109,19 @@ def test_gcn_cached_and_learnable_edge_weights_compile(data):
             self.a = gnn.GCNConv(F_IN, 6, cached=True, improved=True)
             self.b = gnn.GCNConv(6, 3)
 
-        def forward(self, x, edge_index, w):
-            return self.b(self.a(x, edge_index).relu(), edge_index, w)
+        def forward(self, x, graph, w):
+            return self.b(self.a(x, graph).relu(), graph, w)
 
     torch.manual_seed(0)
     net, twin = Two().double(), Two().double()
     twin.load_state_dict(net.state_dict())
+    if eager_first:  # the cache filled by an eager call
+        twin(x, graph, w)
     torch._dynamo.reset()
     comp = torch.compile(twin, fullgraph=True, backend="aot_eager")
-    for step in range(2):  # the first call fills the cache (in the compiled graph), the second reads it
+    for step in range(2):  # cold: the first call fills the cache (in the compiled graph), the second reads it
         wa, wb = w.clone().requires_grad_(), w.clone().requires_grad_()
-        _same(_run(net, x, ei, wa), _run(comp, x, ei, wb))
+        _same(_run(net, x, graph, wa), _run(comp, x, graph, wb))
         torch.testing.assert_close(wa.grad, wb.grad, rtol=1e-12, atol=1e-12)  # through gcn_norm's self loops
         assert twin.a._cached_graph is not None
 
