@@ -191,7 +191,8 @@ def _from_pyg_finish(layer: torch.nn.Module, module: torch.nn.Module) -> torch.n
     layer.load_state_dict(module.state_dict())
     theirs = dict(module.named_parameters())
     for name, q in layer.named_parameters():
-        q.requires_grad_(theirs[name].requires_grad)
+        if name in theirs:
+            q.requires_grad_(theirs[name].requires_grad)
     return layer.train(module.training)
 
 
