@@ -11,10 +11,13 @@ CPU tensors run on the SYCL CPU device (float32/float64), CUDA tensors on the CU
 (float32/float64/float16/bfloat16, fp16/bf16 accumulated in fp32). Every op is deterministic,
 backward included: repeated runs give the same bits. The ops are registered as torch.ops.gnnsparse.*
 and run under torch.compile(fullgraph=True).
+
+    gnnsparse.torch.accelerate(model)    # a PyG model's GCNConv / GATConv / ... -> gnnsparse's layers
 """
 from .. import _ops as _frontend
 from . import functional as _functional
 from ._library import EDGE_FUNCTIONS, fusedmm_backward_mode, kernel_has_edge, set_fusedmm_backward
+from .accelerate import AccelerateReport, accelerate
 from .functional import edge_softmax, fusedmm, gcn_norm, sddmm, spmm, spmm_heads
 from .graph import GraphTensors, as_graph_tensors, from_edge_index, graph_tensors, self_loops
 
@@ -24,7 +27,7 @@ _frontend.register_torch_layer(_functional)
 
 __all__ = ["spmm", "sddmm", "fusedmm", "spmm_heads", "edge_softmax", "gcn_norm", "GraphTensors", "graph_tensors",
            "as_graph_tensors", "from_edge_index", "self_loops", "set_fusedmm_backward", "fusedmm_backward_mode",
-           "kernel_has_edge", "EDGE_FUNCTIONS", "nn"]
+           "kernel_has_edge", "EDGE_FUNCTIONS", "accelerate", "AccelerateReport", "nn"]
 
 
 def __getattr__(name):

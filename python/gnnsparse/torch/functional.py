@@ -12,18 +12,28 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .. import _ops
+from .. import _arrays, _backends, _ops
 from . import _library as L
 from .graph import GraphTensors, graph_tensors, self_loops
 
 __all__ = ["spmm", "sddmm", "fusedmm", "spmm_heads", "edge_softmax", "gcn_norm"]
 
 
+def _backend_for(x: Tensor):
+    """x's backend. While torch.compile traces, only one already loaded (loading a backend runs code
+    dynamo cannot trace): None otherwise, and the op's kernel (gnnsparse._ops.launch_*) runs the
+    same checks when the compiled graph runs."""
+    if torch.compiler.is_compiling():
+        return _backends._READY.get(_arrays.kind(x))
+    return _ops.backend_for(x)
+
+
 def _check_dense(name, x, b=None, expect=None):
     """A torch tensor whose dtype the backend (of its device, or b) runs: the frontend's check."""
     if not isinstance(x, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__} (gnnsparse.spmm takes other arrays)")
-    return _ops.dense_dtype(b or _ops.backend_for(x), name, x, expect)
+    b = b or _backend_for(x)
+    return None if b is None else _ops.dense_dtype(b, name, x, expect)
 
 
 def _check_inputs(same_dtype=True, **named):
@@ -32,8 +42,10 @@ def _check_inputs(same_dtype=True, **named):
     for name, t in rest:
         if not isinstance(t, Tensor):
             _check_dense(name, t)  # raises
-    b = _ops.backend_for(x0) if isinstance(x0, Tensor) else None
+    b = _backend_for(x0) if isinstance(x0, Tensor) else None
     dt = _check_dense(n0, x0, b)
+    if b is None:  # tracing before the backend was loaded: the kernel checks
+        return dt
     _ops.same_place(b, b.place(x0), first=n0, **dict(rest))
     for name, t in rest:
         _check_dense(name, t, b, dt if same_dtype else None)

@@ -67,15 +67,33 @@ class GraphTensors(NamedTuple):
 
 
 def _index_dtype(*sizes) -> torch.dtype:
-    return torch.int64 if max((int(s) for s in sizes), default=0) > INT32_MAX else torch.int32
+    return torch.int64 if any(s > INT32_MAX for s in sizes) else torch.int32
+
+
+def _size(n):
+    """An int, or a SymInt left symbolic while torch.compile traces (int() would guard on it)."""
+    return n if isinstance(n, torch.SymInt) else int(n)
+
+
+def _row_starts(ids: Tensor, n, order: Tensor) -> Tensor:
+    """(n + 1,) int64 row pointers of entries whose row is ids[k] (order: a stable argsort of ids):
+    bincount and cumsum; while torch.compile traces, the rows' positions in the sorted ids
+    (bincount's output size depends on the values, searchsorted's does not; same result)."""
+    if torch.compiler.is_compiling():
+        return torch.searchsorted(ids[order], torch.arange(n + 1, device=ids.device, dtype=torch.int64))
+    out = torch.zeros(n + 1, dtype=torch.int64, device=ids.device)
+    if ids.numel():
+        out[1:] = torch.cumsum(torch.bincount(ids, minlength=n), 0)
+    return out
 
 
 def build(rowptr: Tensor, col: Tensor, val: Optional[Tensor], num_cols: int,
           edge_perm: Optional[Tensor] = None, itype: Optional[torch.dtype] = None) -> GraphTensors:
     """GraphTensors from a valid CSR given as torch tensors on one device (not checked: build the
-    CSR with gnnsparse.CSR or from_edge_index when the input is untrusted)."""
+    CSR with gnnsparse.CSR or from_edge_index when the input is untrusted). Plain torch ops with
+    sizes known from the inputs, so torch.compile traces it (pass itype when nnz is symbolic)."""
     M = rowptr.shape[0] - 1
-    K = int(num_cols)
+    K = _size(num_cols)
     nnz = col.shape[0]
     it = itype or (torch.int64 if (rowptr.dtype == torch.int64 and col.dtype == torch.int64
                                    and max(M, K, nnz) > INT32_MAX) else _index_dtype(M, K, nnz))
@@ -85,40 +103,74 @@ def build(rowptr: Tensor, col: Tensor, val: Optional[Tensor], num_cols: int,
     rows = torch.repeat_interleave(torch.arange(M, device=dev, dtype=torch.int64), rowptr64.diff(),
                                    output_size=nnz)
     t_perm = torch.argsort(col64, stable=True)
-    t_rowptr = torch.zeros(K + 1, dtype=torch.int64, device=dev)
-    if nnz:
-        t_rowptr[1:] = torch.cumsum(torch.bincount(col64, minlength=K), 0)
+    t_rowptr = _row_starts(col64, K, t_perm)
     return GraphTensors(rowptr.to(it), col.to(it), val, t_rowptr.to(it), rows[t_perm].to(it), t_perm.to(it),
                         rows.to(it), torch.arange(nnz, device=dev, dtype=it),
                         None if edge_perm is None else edge_perm.to(dev, torch.int64), M, K)
 
 
+# ---------------------------------------------------------------- structure ops
+# Turning an edge list into GraphTensors and adding self loops are custom ops (torch.library), so
+# that torch.compile(fullgraph=True) traces a layer given edge_index: the range check raises from
+# the real kernel (a data-dependent branch cannot be traced), and the self-loop op's edge count,
+# which depends on the data, is a dynamic size of its fake kernel. Both return index tensors only;
+# edge values follow through a gather outside the op, so gradients reach them.
+
+
+def _fields(g: GraphTensors) -> list:
+    return [g.rowptr, g.col, g.t_rowptr, g.t_col, g.t_perm, g.rows, g.eid, g.edge_perm]
+
+
+def _graph_from(parts, val, num_rows, num_cols, has_perm=True) -> GraphTensors:
+    rowptr, col, t_rowptr, t_col, t_perm, rows, eid, edge_perm = parts[:8]
+    return GraphTensors(rowptr, col, val, t_rowptr, t_col, t_perm, rows, eid, edge_perm if has_perm else None,
+                        num_rows, num_cols)
+
+
+def _fake_structure(like: Tensor, n_rows, n_cols, nnz, itype, extra=0) -> list:
+    def idx(n, dt=itype):
+        return like.new_empty((n,), dtype=dt)
+
+    return ([idx(n_rows + 1), idx(nnz), idx(n_cols + 1), idx(nnz), idx(nnz), idx(nnz), idx(nnz),
+             idx(nnz, torch.int64)] + [idx(nnz, torch.int64) for _ in range(extra)])
+
+
+@torch.library.custom_op("gnnsparse::graph_from_edge_index", mutates_args=())
+def _from_edge_index_op(edge_index: Tensor, num_src: int, num_dst: int) -> list[Tensor]:
+    src, dst = edge_index[0].to(torch.int64), edge_index[1].to(torch.int64)
+    if src.numel():
+        bad = (src < 0) | (src >= num_src) | (dst < 0) | (dst >= num_dst)
+        if bool(bad.any()):
+            e = int(torch.nonzero(bad)[0, 0])
+            raise ValueError(f"edge {e} = ({int(src[e])}, {int(dst[e])}) is outside the graph's "
+                             f"{num_src} source / {num_dst} target nodes")
+    perm = torch.argsort(dst, stable=True)
+    return _fields(build(_row_starts(dst, num_dst, perm), src[perm], None, num_src, edge_perm=perm))
+
+
+@_from_edge_index_op.register_fake
+def _(edge_index, num_src, num_dst):
+    E = edge_index.shape[1]
+    return _fake_structure(edge_index, num_dst, num_src, E, _index_dtype(num_dst, num_src, E))
+
+
 def from_edge_index(edge_index: Tensor, num_nodes: int, edge_weight: Optional[Tensor] = None,
                     num_src: Optional[int] = None) -> GraphTensors:
     """(2, E) edge_index (row 0 source, row 1 target) -> GraphTensors with one row per target,
-    edges stably sorted by target (edge_perm keeps the input order). Checks the range of the ids."""
+    edges stably sorted by target (edge_perm keeps the input order). Checks the range of the ids
+    (ValueError naming the first edge outside the graph, also under torch.compile)."""
     if edge_index.dim() != 2 or edge_index.shape[0] != 2:
         raise ValueError(f"edge_index must have shape (2, E), got {tuple(edge_index.shape)}")
     if edge_index.dtype.is_floating_point or edge_index.dtype == torch.bool:
         raise TypeError(f"edge_index must hold integers, got {edge_index.dtype}")
-    n_dst = int(num_nodes)
-    n_src = n_dst if num_src is None else int(num_src)
-    src, dst = edge_index[0].to(torch.int64), edge_index[1].to(torch.int64)
-    if src.numel():
-        bad = (src < 0) | (src >= n_src) | (dst < 0) | (dst >= n_dst)
-        if bool(bad.any()):
-            e = int(torch.nonzero(bad)[0, 0])
-            raise ValueError(f"edge {e} = ({int(src[e])}, {int(dst[e])}) is outside the graph's "
-                             f"{n_src} source / {n_dst} target nodes")
-    perm = torch.argsort(dst, stable=True)
-    rowptr = torch.zeros(n_dst + 1, dtype=torch.int64, device=edge_index.device)
-    if dst.numel():
-        rowptr[1:] = torch.cumsum(torch.bincount(dst, minlength=n_dst), 0)
+    n_dst = _size(num_nodes)
+    n_src = n_dst if num_src is None else _size(num_src)
+    g = _graph_from(_from_edge_index_op(edge_index, n_src, n_dst), None, n_dst, n_src)
     if edge_weight is not None:
-        if tuple(edge_weight.shape) != (src.numel(),):
-            raise ValueError(f"edge_weight must have shape ({src.numel()},), got {tuple(edge_weight.shape)}")
-        edge_weight = edge_weight[perm]
-    return build(rowptr, src[perm], edge_weight, n_src, edge_perm=perm)
+        if tuple(edge_weight.shape) != (edge_index.shape[1],):
+            raise ValueError(f"edge_weight must have shape ({edge_index.shape[1]},), got {tuple(edge_weight.shape)}")
+        g = g._replace(val=edge_weight[g.edge_perm])
+    return g
 
 
 # ---------------------------------------------------------------- from a gnnsparse.CSR
@@ -163,6 +215,14 @@ def graph_tensors(A, like="cpu") -> GraphTensors:
         if kind == "usm" or (here is not None and here != dev) or (here is None and dev.type != "cuda"):
             raise ValueError(f"the graph lives on {_where(A)} but the features are on {dev}; move one of them "
                              "(A.to_like(x), or build the graph on the features' device)")
+    if torch.compiler.is_compiling():
+        # caches cannot be traced: the CSR's arrays are inputs of the compiled graph, which builds
+        # the GraphTensors on every call (pass GraphTensors to a compiled model to build them once)
+        perm = getattr(A, "edge_perm", None)
+        rowptr = torch.as_tensor(A.rowptr).to(dev)
+        g = build(rowptr, torch.as_tensor(A.col).to(dev), None, A.shape[1],
+                  None if perm is None else torch.as_tensor(perm).to(dev), itype=rowptr.dtype)
+        return g if A.val is None else g._replace(val=torch.as_tensor(A.val).to(dev))
     cache = A.derived("torch.graph_tensors", dict)  # per device, and the values' device copies
     key = str(dev)
     g = cache.get(key)
@@ -202,59 +262,96 @@ def as_graph_tensors(graph, like, num_nodes: Optional[int] = None) -> GraphTenso
 
 
 # ---------------------------------------------------------------- self loops
+_LOOP_MODES = ("replace", "remaining", "drop")
+
+
+@torch.library.custom_op("gnnsparse::graph_self_loops", mutates_args=())
+def _self_loops_op(rowptr: Tensor, col: Tensor, rows: Tensor, edge_perm: Optional[Tensor], num_cols: int,
+                   mode: str) -> list[Tensor]:
+    """The structure of self_loops(mode) and `take`: entry k of the result comes from entry take[k]
+    of the input (CSR order), or is node i's new loop when take[k] = nnz + i."""
+    n, dev, E = rowptr.shape[0] - 1, rowptr.device, col.shape[0]
+    rows, col = rows.to(torch.int64), col.to(torch.int64)
+    keep = rows != col
+    take_loop = E + torch.arange(n, device=dev)
+    if mode == "remaining":
+        loops = torch.nonzero(~keep).reshape(-1)
+        if loops.numel():
+            # the last loop of a node in the caller's order keeps its weight, like PyG
+            order = loops if edge_perm is None else loops[torch.argsort(edge_perm[loops], stable=True)]
+            last = torch.full((n,), -1, dtype=torch.int64, device=dev).scatter_reduce_(
+                0, rows[order], torch.arange(order.numel(), device=dev), "amax")
+            has = torch.nonzero(last >= 0).reshape(-1)
+            take_loop[has] = order[last[has]]
+    kept = torch.nonzero(keep).reshape(-1)
+    kept_rows = rows[kept]
+    add = 0 if mode == "drop" else 1
+    rowptr_new = torch.zeros(n + 1, dtype=torch.int64, device=dev)
+    rowptr_new[1:] = torch.cumsum(torch.bincount(kept_rows, minlength=n) + add, 0)
+    nnz = kept.numel() + add * n
+    kept_pos = torch.arange(kept.numel(), device=dev) + add * kept_rows  # each earlier row gained a loop
+    new_col = torch.empty(nnz, dtype=torch.int64, device=dev)
+    take = torch.empty(nnz, dtype=torch.int64, device=dev)
+    perm = torch.empty(nnz, dtype=torch.int64, device=dev)
+    new_col[kept_pos] = col[kept]
+    take[kept_pos] = kept
+    # caller's order of the kept edges, then the loops (PyG's order after add_self_loops)
+    ep = kept if edge_perm is None else edge_perm[kept]
+    rank = torch.empty_like(ep)
+    rank[torch.argsort(ep)] = torch.arange(ep.numel(), device=dev)
+    perm[kept_pos] = rank
+    if add:
+        loop_pos = rowptr_new[1:] - 1
+        new_col[loop_pos] = torch.arange(n, device=dev)
+        take[loop_pos] = take_loop
+        perm[loop_pos] = kept.numel() + torch.arange(n, device=dev)
+    itype = _loops_itype(col.shape[0], n, rowptr.dtype)
+    return _fields(build(rowptr_new, new_col, None, num_cols, edge_perm=perm, itype=itype)) + [take]
+
+
+def _loops_itype(nnz, n, itype):
+    return torch.int64 if nnz + n > INT32_MAX else itype
+
+
+@_self_loops_op.register_fake
+def _(rowptr, col, rows, edge_perm, num_cols, mode):
+    nnz = torch.library.get_ctx().new_dynamic_size()
+    n = rowptr.shape[0] - 1
+    return _fake_structure(rowptr, n, num_cols, nnz, _loops_itype(col.shape[0], n, rowptr.dtype), extra=1)
+
+
+def _self_loops(g: GraphTensors, mode: str, fill: float = 1.0, leading_columns: bool = False):
+    """self_loops, and the source of each entry (see _self_loops_op): (graph, take)."""
+    if mode not in _LOOP_MODES:
+        raise ValueError(f"mode must be one of {', '.join(_LOOP_MODES)}; got {mode!r}")
+    if g.num_rows > g.num_cols if leading_columns else g.num_rows != g.num_cols:
+        raise ValueError(f"self loops need a square graph, got {g.num_rows} x {g.num_cols}")
+    parts = _self_loops_op(g.rowptr, g.col, g.rows, g.edge_perm, g.num_cols, mode)
+    take = parts[8]
+    # the new edge count, known to the compiler only as a dynamic size: its bounds (one loop per
+    # node) let the kernels' shape checks and backward rules be decided while tracing
+    nnz = take.shape[0]
+    torch._check(nnz <= g.nnz + (0 if mode == "drop" else g.num_rows))
+    if mode != "drop":
+        torch._check(nnz >= g.num_rows)
+    val = g.val
+    if val is not None:
+        if mode != "drop":
+            val = torch.cat([val, torch.full((g.num_rows,), float(fill), dtype=val.dtype, device=val.device)])
+        val = val.index_select(0, take)  # each source entry at most once: its gradient is a plain copy
+    return _graph_from(parts, val, g.num_rows, g.num_cols, g.edge_perm is not None), take
+
+
 def self_loops(g: GraphTensors, mode: str, fill: float = 1.0, *, leading_columns: bool = False) -> GraphTensors:
     """A square graph with exactly one self loop per node, as PyG builds it.
 
     mode="replace": drop existing loops, add one loop per node weighing `fill` (GATConv:
     remove_self_loops + add_self_loops); mode="remaining": keep the weight of an existing loop
     (the last one when a node has several) and give the others `fill` (GCNConv:
-    add_remaining_self_loops). edge_perm of the result follows PyG's edge order: the kept edges in
-    the caller's order, then the loops of nodes 0..n-1. Each row's loop is its last entry.
-    leading_columns: the graph may have more columns than rows, its first num_rows columns being
-    the rows' own nodes (a distributed piece: [local | halo] columns); row i's loop is column i.
+    add_remaining_self_loops); mode="drop": only drop the loops. edge_perm of the result follows
+    PyG's edge order: the kept edges in the caller's order, then the loops of nodes 0..n-1. Each
+    row's loop is its last entry. leading_columns: the graph may have more columns than rows, its
+    first num_rows columns being the rows' own nodes (a distributed piece: [local | halo] columns);
+    row i's loop is column i. Traced by torch.compile (the new edge count is a dynamic size).
     """
-    if g.num_rows > g.num_cols if leading_columns else g.num_rows != g.num_cols:
-        raise ValueError(f"self loops need a square graph, got {g.num_rows} x {g.num_cols}")
-    n, dev = g.num_rows, g.device
-    rows, col = g.rows.to(torch.int64), g.col.to(torch.int64)
-    keep = rows != col
-    val = g.val
-    loop_val = None  # without edge values every edge, loops included, weighs 1 (as in PyG)
-    if val is not None:
-        loop_val = torch.full((n,), float(fill), dtype=val.dtype, device=dev)
-        loops = torch.nonzero(~keep).reshape(-1)
-        if mode == "remaining" and loops.numel():
-            # the last loop of a node in the caller's order keeps its weight, like PyG
-            order = loops if g.edge_perm is None else loops[torch.argsort(g.edge_perm[loops], stable=True)]
-            node = rows[order]
-            last = torch.full((n,), -1, dtype=torch.int64, device=dev).scatter_reduce_(
-                0, node, torch.arange(order.numel(), device=dev), "amax")
-            has = torch.nonzero(last >= 0).reshape(-1)
-            loop_val = loop_val.index_put((has,), val[order[last[has]]])
-    kept = torch.nonzero(keep).reshape(-1)
-    kept_rows = rows[kept]
-    counts = torch.bincount(kept_rows, minlength=n) + 1
-    rowptr = torch.zeros(n + 1, dtype=torch.int64, device=dev)
-    rowptr[1:] = torch.cumsum(counts, 0)
-    nnz = kept.numel() + n
-    new_col = torch.empty(nnz, dtype=torch.int64, device=dev)
-    kept_pos = torch.arange(kept.numel(), device=dev) + kept_rows  # each earlier row gained one loop
-    loop_pos = rowptr[1:] - 1
-    new_col[kept_pos] = col[kept]
-    new_col[loop_pos] = torch.arange(n, device=dev)
-    new_val = None
-    if val is not None:
-        new_val = torch.empty(nnz, dtype=val.dtype, device=dev)
-        new_val[kept_pos] = val[kept]
-        new_val[loop_pos] = loop_val
-    perm = None
-    if g.edge_perm is not None:
-        # caller's order of the kept edges, then the loops (PyG's order after add_self_loops)
-        ep = g.edge_perm[kept]
-        rank = torch.empty_like(ep)
-        rank[torch.argsort(ep)] = torch.arange(ep.numel(), device=dev)
-        perm = torch.empty(nnz, dtype=torch.int64, device=dev)
-        perm[kept_pos] = rank
-        perm[loop_pos] = kept.numel() + torch.arange(n, device=dev)
-    return build(rowptr, new_col, new_val, g.num_cols, edge_perm=perm,
-                 itype=g.col.dtype if nnz <= INT32_MAX else None)
+    return _self_loops(g, mode, fill, leading_columns)[0]

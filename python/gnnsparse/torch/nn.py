@@ -9,7 +9,11 @@ softmax -> weighted sum over the heads) is one FusedMM call, forward and backwar
 The graph argument (`edge_index`) may be a (2, E) edge_index tensor (row 0 source, row 1 target;
 converted once and cached while the tensor lives unchanged), a gnnsparse.CSR (one row per target),
 a GraphTensors, a PyG EdgeIndex, a torch_sparse.SparseTensor (PyG's adj_t) or a torch sparse
-matrix (rows are targets).
+matrix (rows are targets). Under torch.compile(fullgraph=True) the conversion and the self loops
+are traced into the compiled graph (custom ops) and run on every call instead of being cached.
+
+Each layer's classmethod from_pyg(module) builds it from the torch_geometric conv of the same name
+(options, weights, dtype, device, mode); gnnsparse.torch.accelerate(model) does so for a model.
 """
 from __future__ import annotations
 
@@ -25,7 +29,7 @@ from torch.nn import Parameter
 
 from . import _library as L
 from . import functional as gf
-from .graph import GraphTensors, as_graph_tensors, graph_tensors, self_loops
+from .graph import GraphTensors, _self_loops, as_graph_tensors, graph_tensors
 
 __all__ = ["GCNConv", "GATConv", "SAGEConv", "TransformerConv", "GATv2Conv", "GINConv", "GINEConv", "GraphConv",
            "SGConv", "APPNP", "graph_of"]
@@ -53,17 +57,27 @@ _FROM_TENSOR = _ObjectCache()
 _DERIVED = _ObjectCache()
 
 
+def _tracing() -> bool:
+    """True while torch.compile traces: caches keyed by object identity, addresses and version
+    counters cannot be traced, so the graph is prepared inside the compiled graph instead."""
+    return torch.compiler.is_compiling()
+
+
 def graph_of(edge_index, like: Tensor, num_src: Optional[int] = None, num_dst: Optional[int] = None) -> GraphTensors:
     """The layers' graph argument as GraphTensors on like's device. An edge_index tensor is
-    converted once per (tensor, version, sizes) and kept while the tensor lives."""
+    converted once per (tensor, version, sizes) and kept while the tensor lives (while
+    torch.compile traces: converted inside the compiled graph, on every call)."""
     if isinstance(edge_index, GraphTensors) or hasattr(edge_index, "rowptr"):
         return graph_tensors(edge_index, like)
     if isinstance(edge_index, Tensor) and edge_index.layout == torch.strided:
         from .graph import from_edge_index
 
         ei = edge_index.as_subclass(Tensor) if type(edge_index) is not Tensor else edge_index
-        n_src = int(num_src) if num_src is not None else like.shape[0]
-        n_dst = int(num_dst) if num_dst is not None else n_src
+        n_src = num_src if num_src is not None else like.shape[0]
+        n_dst = num_dst if num_dst is not None else n_src
+        if _tracing():
+            return from_edge_index(ei.to(like.device), n_dst, num_src=n_src)
+        n_src, n_dst = int(n_src), int(n_dst)
         try:
             key = (ei._version, ei.data_ptr(), n_src, n_dst, str(like.device))
         except RuntimeError:  # an inference tensor: no version counter, converted every call
@@ -90,7 +104,10 @@ def _derived(g: GraphTensors, key: tuple, make, *inputs: Optional[Tensor]):
     """make(g), kept per graph (anchored on its col tensor) for inputs that carry no gradient.
 
     Keyed by the addresses and version counters of g.val and `inputs`; the entry holds those
-    tensors, so their addresses cannot be reused while it is kept. At most 8 entries per graph."""
+    tensors, so their addresses cannot be reused while it is kept. At most 8 entries per graph.
+    While torch.compile traces, nothing is kept: make(g) becomes part of the compiled graph."""
+    if _tracing():
+        return make(g)
     store = _DERIVED.get(g.col)
     if store is None:
         store = _DERIVED.set(g.col, collections.OrderedDict())
@@ -110,13 +127,10 @@ def _derived(g: GraphTensors, key: tuple, make, *inputs: Optional[Tensor]):
 
 def _kept_edges(g: GraphTensors) -> GraphTensors:
     """(n x nnz) pattern: row i holds the ids of node i's edges that are not self loops."""
-    from .graph import build
+    from .graph import _index_dtype, build
 
-    keep = g.rows != g.col
-    ids = torch.nonzero(keep).reshape(-1)
-    rowptr = torch.zeros(g.num_rows + 1, dtype=torch.int64, device=g.device)
-    rowptr[1:] = torch.cumsum(torch.bincount(g.rows[ids].to(torch.int64), minlength=g.num_rows), 0)
-    return build(rowptr, ids, None, g.nnz)
+    dropped, ids = _self_loops(g.with_val(None), "drop")
+    return build(dropped.rowptr, ids, None, g.nnz, itype=_index_dtype(g.num_rows, g.nnz))
 
 
 def _glorot_param(t: Tensor):
@@ -133,6 +147,73 @@ class _GlorotLinear(torch.nn.Linear):
         torch.nn.init.xavier_uniform_(self.weight)
         if self.bias is not None:
             torch.nn.init.zeros_(self.bias)
+
+
+# ---------------------------------------------------------------- from PyG
+# Each layer's classmethod from_pyg(module) returns the layer equivalent to a torch_geometric conv
+# (gnnsparse.torch.accelerate calls it); these helpers are shared by every from_pyg.
+def _pyg_options(module, aggr=("add",), node_dims=(-2, 0)) -> None:
+    """Raise ValueError naming the first MessagePassing option of `module` the gnnsparse layers do
+    not implement (aggr None: the layer checks it), or lazy parameters not yet initialized."""
+    a = getattr(module, "aggr", None)
+    if aggr is not None and a not in aggr:
+        raise ValueError(f"aggr={a!r} (gnnsparse's {type(module).__name__} aggregates with {', '.join(aggr)})")
+    flow = getattr(module, "flow", "source_to_target")
+    if flow != "source_to_target":
+        raise ValueError(f"flow={flow!r} (gnnsparse's layers take source_to_target)")
+    nd = getattr(module, "node_dim", node_dims[0])
+    if nd not in node_dims:
+        raise ValueError(f"node_dim={nd} (gnnsparse's layers take nodes along dimension {node_dims[0]})")
+    dl = getattr(module, "decomposed_layers", 1)
+    if dl != 1:
+        raise ValueError(f"decomposed_layers={dl} (gnnsparse's layers run undecomposed)")
+    for name, p in module.named_parameters():
+        if isinstance(p, torch.nn.parameter.UninitializedParameter):
+            raise ValueError(f"its lazy parameter {name} is not initialized yet (in_channels=-1): run the model "
+                             "once before converting it")
+
+
+def _pyg_in_channels(declared, src: int, dst: int):
+    """in_channels as the layer's constructor takes them: PyG's value, or, for a lazily initialized
+    layer (declared -1), the sizes its weights took."""
+    if isinstance(declared, int) and declared > 0:
+        return declared
+    if not isinstance(declared, int) and all(c > 0 for c in declared):
+        return tuple(declared)
+    return src if src == dst and isinstance(declared, int) else (src, dst)
+
+
+def _from_pyg_finish(layer: torch.nn.Module, module: torch.nn.Module) -> torch.nn.Module:
+    """`layer` with `module`'s weights (load_state_dict, strict), parameter dtype and device,
+    requires_grad flags and training mode."""
+    p = next(module.parameters(), None)
+    if p is not None:
+        layer = layer.to(device=p.device, dtype=p.dtype)
+    layer.load_state_dict(module.state_dict())
+    theirs = dict(module.named_parameters())
+    for name, q in layer.named_parameters():
+        if name in theirs:
+            q.requires_grad_(theirs[name].requires_grad)
+    return layer.train(module.training)
+
+
+def _pyg_gcn_cache(module) -> Optional[GraphTensors]:
+    """A PyG GCNConv's cached normalized graph as GraphTensors (None when nothing is cached)."""
+    ei_cache, adj_cache = getattr(module, "_cached_edge_index", None), getattr(module, "_cached_adj_t", None)
+    if ei_cache is not None:
+        ei, w = ei_cache
+        if isinstance(ei, Tensor) and ei.layout == torch.strided:
+            if not module.add_self_loops:
+                raise ValueError("it holds a cached graph without self loops, whose node count is unknown "
+                                 "(convert it before its first call)")
+            from .graph import from_edge_index
+
+            ei = ei.as_subclass(Tensor)
+            return from_edge_index(ei, int(ei.max()) + 1 if ei.numel() else 0, edge_weight=w)
+        return as_graph_tensors(ei, ei.device)
+    if adj_cache is not None:
+        return as_graph_tensors(adj_cache, adj_cache.device())
+    return None
 
 
 # ---------------------------------------------------------------- GCN
@@ -162,6 +243,21 @@ class GCNConv(torch.nn.Module):
             torch.nn.init.zeros_(self.bias)
         self._cached_graph = None
 
+    @classmethod
+    def from_pyg(cls, module) -> "GCNConv":
+        """The layer equivalent to a torch_geometric.nn.GCNConv: its options, weights (copied),
+        dtype, device, training mode and cached graph. ValueError naming an option this layer
+        lacks (another aggr, flow, node_dim or decomposed_layers)."""
+        _pyg_options(module)
+        w = module.lin.weight
+        layer = cls(_pyg_in_channels(module.in_channels, w.shape[1], w.shape[1]), module.out_channels,
+                    improved=module.improved, cached=module.cached, add_self_loops=module.add_self_loops,
+                    normalize=module.normalize, bias=module.bias is not None)
+        cached = _pyg_gcn_cache(module) if module.cached else None
+        layer = _from_pyg_finish(layer, module)
+        layer._cached_graph = cached
+        return layer
+
     def _norm(self, g: GraphTensors, edge_weight: Optional[Tensor], dtype) -> GraphTensors:
         if not self.normalize:
             return g if edge_weight is None else g.with_val(gf._values(g, edge_weight, None))
@@ -184,10 +280,13 @@ class GCNConv(torch.nn.Module):
                              "bipartite message passing; use SAGEConv or GATConv")
         if self.cached and self._cached_graph is not None:
             g = self._cached_graph
+            if not isinstance(g, GraphTensors):
+                g = GraphTensors(*g)
         else:
             g = self._norm(graph_of(edge_index, x), edge_weight, x.dtype)
             if self.cached:
-                self._cached_graph = g
+                # torch.compile can keep a plain tuple as the module's state (not a NamedTuple)
+                self._cached_graph = tuple(g) if _tracing() else g
         x = self.lin(x)
         out = gf.spmm(g, x, "sum")
         if self.bias is not None:
@@ -253,16 +352,32 @@ class GATConv(torch.nn.Module):
         if self.bias is not None:
             torch.nn.init.zeros_(self.bias)
 
-    def _edge_scores(self, g_loops: GraphTensors, g: GraphTensors, edge_attr: Tensor) -> Tensor:
-        """(nnz, H) attention term of the edge features, in the CSR order of g_loops (the graph after
-        self loops were replaced; loops get the `fill_value` feature as PyG's add_self_loops does)."""
+    @classmethod
+    def from_pyg(cls, module) -> "GATConv":
+        """The layer equivalent to a torch_geometric.nn.GATConv: its options (heads, concat,
+        negative_slope, dropout, add_self_loops, edge_dim, fill_value, bias, residual), weights
+        (copied), dtype, device and training mode. ValueError naming an option this layer lacks."""
+        _pyg_options(module, node_dims=(0,))
+        if module.lin is not None:
+            ins = _pyg_in_channels(module.in_channels, module.lin.weight.shape[1], module.lin.weight.shape[1])
+        else:
+            ins = _pyg_in_channels(module.in_channels, module.lin_src.weight.shape[1], module.lin_dst.weight.shape[1])
+        layer = cls(ins, module.out_channels, heads=module.heads, concat=module.concat,
+                    negative_slope=module.negative_slope, dropout=module.dropout,
+                    add_self_loops=module.add_self_loops, edge_dim=module.edge_dim, fill_value=module.fill_value,
+                    bias=module.bias is not None, residual=module.residual)
+        return _from_pyg_finish(layer, module)
+
+    def _edge_scores(self, take: Optional[Tensor], g: GraphTensors, edge_attr: Tensor) -> Tensor:
+        """(nnz, H) attention term of the edge features, in the CSR order of the graph after self
+        loops were replaced (entry k from g's entry take[k], or node i's loop when take[k] = nnz + i;
+        loops get the `fill_value` feature as PyG's add_self_loops does). take None: g itself."""
         if edge_attr.dim() == 1:
             edge_attr = edge_attr.reshape(-1, 1)
         if edge_attr.shape[0] != g.nnz:
             raise ValueError(f"edge_attr has {edge_attr.shape[0]} rows but the graph has {g.nnz} edges")
         attr_csr = edge_attr if g.edge_perm is None else edge_attr.index_select(0, g.edge_perm)
-        if self.add_self_loops:
-            keep = g.rows != g.col
+        if take is not None:
             n = g.num_rows
             fv = self.fill_value
             if isinstance(fv, str):
@@ -274,14 +389,7 @@ class GATConv(torch.nn.Module):
             else:
                 loop_attr = torch.as_tensor(fv, dtype=attr_csr.dtype, device=attr_csr.device).expand(
                     n, attr_csr.shape[1])
-            # g_loops holds, row by row, the kept edges in CSR order and then the loop
-            loop_pos = g_loops.rowptr[1:].to(torch.int64) - 1
-            is_loop = torch.zeros(g_loops.nnz, dtype=torch.bool, device=attr_csr.device)
-            is_loop[loop_pos] = True
-            out = attr_csr.new_empty((g_loops.nnz, attr_csr.shape[1]))
-            out[~is_loop] = attr_csr[keep]
-            out[loop_pos] = loop_attr.to(out.dtype)
-            attr_csr = out
+            attr_csr = torch.cat([attr_csr, loop_attr.to(attr_csr.dtype)]).index_select(0, take)
         e = self.lin_edge(attr_csr).view(-1, self.heads, self.out_channels)
         return (e * self.att_edge).sum(-1)
 
@@ -312,18 +420,18 @@ class GATConv(torch.nn.Module):
         n_src = x_src.shape[0]
         n_dst = x_dst.shape[0] if x_dst is not None else (size[1] if size is not None else n_src)
         g0 = graph_of(edge_index, x_src, n_src, n_dst)
-        g = g0.with_val(None)
+        g, take = g0.with_val(None), None
         if self.add_self_loops:
             if g.num_rows != g.num_cols:
                 n = min(g.num_rows, g.num_cols)
                 raise ValueError(f"GATConv with add_self_loops needs as many source as target nodes, got "
                                  f"{g.num_cols} x {g.num_rows} (n = {n}); pass add_self_loops=False")
-            g = _derived(g, ("gat_loops",), lambda b: self_loops(b, "replace"))
+            g, take = _derived(g, ("gat_loops", "take"), lambda b: _self_loops(b, "replace"))
         a_src = (x_src * self.att_src).sum(-1)
         a_dst = (x_dst * self.att_dst).sum(-1) if x_dst is not None else a_src.new_zeros(g.num_rows, H)
         edge_term = None
         if edge_attr is not None and self.lin_edge is not None:
-            edge_term = self._edge_scores(g, g0, edge_attr)
+            edge_term = self._edge_scores(take, g0, edge_attr)
         unfused = ((self.dropout > 0 and self.training) or edge_term is not None
                    or return_attention_weights is not None)
         if unfused:
@@ -388,6 +496,21 @@ class SAGEConv(torch.nn.Module):
         self.lin_l.reset_parameters()
         if self.root_weight:
             self.lin_r.reset_parameters()
+
+    @classmethod
+    def from_pyg(cls, module) -> "SAGEConv":
+        """The layer equivalent to a torch_geometric.nn.SAGEConv: its options (aggr, normalize,
+        root_weight, project, bias), weights (copied), dtype, device and training mode. ValueError
+        naming an option this layer lacks (an aggr other than mean, max, min, sum / add, ...)."""
+        if not isinstance(module.aggr, str) or module.aggr not in cls._AGGR:
+            raise ValueError(f"aggr={module.aggr!r} (gnnsparse's SAGEConv aggregates with {', '.join(cls._AGGR)})")
+        _pyg_options(module, aggr=None)
+        src = module.lin_l.weight.shape[1]
+        dst = module.lin_r.weight.shape[1] if module.root_weight else src
+        layer = cls(_pyg_in_channels(module.in_channels, src, dst), module.out_channels, aggr=module.aggr,
+                    normalize=module.normalize, root_weight=module.root_weight, project=module.project,
+                    bias=module.lin_l.bias is not None)
+        return _from_pyg_finish(layer, module)
 
     def forward(self, x: Union[Tensor, Tuple[Tensor, Optional[Tensor]]], edge_index, size=None) -> Tensor:
         """x (N, F) or a (source, target) pair -> lin_l(aggr over in-neighbours) + lin_r(x_target)
