@@ -1,5 +1,6 @@
 """gnnsparse for PyTorch: differentiable ops (torch.library custom ops), the graph as tensors, and
-PyG-compatible layers (gnnsparse.torch.nn: GCNConv, GATConv, SAGEConv).
+PyG-compatible layers (gnnsparse.torch.nn: GCNConv, GATConv, SAGEConv, TransformerConv, GATv2Conv,
+GINConv, GINEConv, GraphConv, SGConv, APPNP).
 
     import gnnsparse as gs, gnnsparse.torch as gst
     A = gs.CSR.from_edge_index(edge_index, num_nodes)       # one row per target node
