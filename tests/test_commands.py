@@ -47,7 +47,7 @@ def _torch_or_none():
     (["bench", "--graph", "/no/such.mtx"], "--graph /no/such.mtx: no such file"),
     (["frobnicate"], "invalid choice"),
     (["train", "--epochs", "0"], "--epochs must be a positive integer"),
-    (["train", "--model", "gin"], "invalid choice: 'gin'"),
+    (["train", "--model", "gcn2"], "invalid choice: 'gcn2'"),
     (["train", "--data", "/no/such.npz"], "--data /no/such.npz: no such file"),
     (["train", "--json", "/no/such/dir/r.json"], "--json /no/such/dir/r.json: no such directory"),
 ])

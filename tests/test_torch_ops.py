@@ -363,3 +363,19 @@ def test_take_rows_is_index_select_bit_for_bit(device, dtype, width):
             assert torch.equal(got.view(torch.uint8) if dtype != torch.float64 else got.view(torch.int64),
                                want.view(torch.uint8) if dtype != torch.float64 else want.view(torch.int64))
     assert torch.equal(_take_rows(src[:, :0], idx), src[:, :0].index_select(0, idx))
+
+
+@pytest.mark.parametrize("width", [1, 2, 4])
+def test_take_rows_keeps_the_autograd_graph(device, width):
+    """With grad enabled, the gather stays differentiable (its 16-byte view on CUDA is not, and once
+    dropped the graph of GAT / Transformer attention weights returned to the caller silently)."""
+    from gnnsparse.torch._library import _take_rows
+
+    src = torch.randn(9, width, dtype=torch.float64, device=device, requires_grad=True)
+    perm = torch.randperm(9, generator=torch.Generator().manual_seed(width)).to(device)
+    got = _take_rows(src, perm)
+    assert got.requires_grad
+    got.backward(torch.arange(9 * width, dtype=torch.float64, device=device).reshape(9, width))
+    want = torch.empty(9, width, dtype=torch.float64, device=device)
+    want[perm] = torch.arange(9 * width, dtype=torch.float64, device=device).reshape(9, width)
+    assert torch.equal(src.grad, want)

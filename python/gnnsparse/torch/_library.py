@@ -128,6 +128,11 @@ def _take_rows(src: Tensor, idx: Tensor) -> Tensor:
     row_bytes = src.shape[1] * src.element_size() if src.dim() == 2 else 0
     if not src.is_cuda or row_bytes == 0 or row_bytes % 16 or src.shape[0] == 0:
         return src.index_select(0, idx)
+    if src.requires_grad and torch.is_grad_enabled():
+        # the dtype view below is not differentiable: autograd would lose the graph without a word.
+        # Callers that need the gradient pass a permutation (attention weights put back in the
+        # caller's edge order), whose index_select backward writes each row once: deterministic.
+        return src.index_select(0, idx)
     w = row_bytes // 16
     flat = src.contiguous().view(torch.complex128).reshape(-1)
     if w == 1:
