@@ -13,7 +13,7 @@
 //   qsddmm_sg<I, SG>     a sub-group per (row, head)
 //   qfusedmm_sg<I, SG>   a sub-group per (row, head, tile of SG * kQV output columns)
 // Bits, reduction, edge function and weights are run-time arguments of these kernels, so the list
-// is small: 14 portable instances at one sub-group size, plus the 5 ESIMD quantizer instances
+// is small: 12 portable instances at one sub-group size, plus the 5 ESIMD quantizer instances
 // (sycl/kernels/esimd/quantize.hpp) on Intel GPUs.
 #pragma once
 #include <algorithm>
@@ -124,7 +124,7 @@ inline Instance esimd_quantize_instance(int bits, Rounding r) {
 }
 
 // Every portable instance the functions above can return on a device of sub-group size sg with
-// max_work_group_size >= kQuantReduceWG: 14.
+// max_work_group_size >= kQuantReduceWG: 12.
 template <typename F>
 void for_each_quant_instance(int sg, F &&f) {
   const int wg = pow2_arg(kQuantReduceWG);
