@@ -86,7 +86,8 @@ inline constexpr KernelSpec kKernels[kKernelCount] = {
     {Kernel::quant_scale, "quant.hpp", "gnnsparse::quant_scale", 1, {A::pow2}},                // WG
     {Kernel::quant_quantize, "quant.hpp", "gnnsparse::quant_quantize", 1, {A::integer}},       // BITS
     {Kernel::quant_dequantize, "quant.hpp", "gnnsparse::quant_dequantize", 1, {A::integer}},   // BITS
-    {Kernel::qspmm_sg, "quant_spmm.hpp", "gnnsparse::qspmm_sg", 2, {A::itype, A::integer}},    // I SG
+    {Kernel::qspmm_sg, "quant_spmm.hpp", "gnnsparse::qspmm_sg", 4,
+     {A::itype, A::integer, A::reduce, A::boolean}},  // I SG R W
     {Kernel::qsddmm_sg, "quant_sddmm.hpp", "gnnsparse::qsddmm_sg", 2, {A::itype, A::integer}},  // I SG
     {Kernel::qfusedmm_sg, "quant_sddmm.hpp", "gnnsparse::qfusedmm_sg", 2, {A::itype, A::integer}},  // I SG
     {Kernel::esimd_quant_absmax, "esimd/quantize.hpp", "gnnsparse::esimd::quant_absmax", 1, {A::integer}},  // 0

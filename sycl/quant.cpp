@@ -3,6 +3,7 @@
 // kernel from the KernelCache (shipped SPIR-V, the persistent cache or the run-time compiler:
 // sycl/kernel_store.hpp) and submits it after `deps`. Contract: gnnsparse/quant.hpp.
 #include <algorithm>
+#include <iterator>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -59,7 +60,7 @@ sycl::event dequantize(sycl::queue &q, const DequantizeArgs &a, const QDeps &dep
 
 sycl::event qspmm(sycl::queue &q, const QSpmmArgs &a, const QDeps &deps) {
   check_bits("qspmm", a.X.bits);
-  if (a.reduce != Reduce::sum && a.reduce != Reduce::mean && a.reduce != Reduce::max && a.reduce != Reduce::min)
+  if (std::find(std::begin(kQuantReduces), std::end(kQuantReduces), a.reduce) == std::end(kQuantReduces))
     throw std::invalid_argument("gnnsparse sycl qspmm: reduction code " + std::to_string(int(a.reduce)) +
                                 " is not implemented for quantized inputs");
   if (a.A.M < 0 || a.A.nnz < 0 || a.X.C < 0 || a.H <= 0 || a.X.C % a.H != 0)
@@ -69,8 +70,7 @@ sycl::event qspmm(sycl::queue &q, const QSpmmArgs &a, const QDeps &deps) {
   const float *w = a.W != nullptr ? a.W : static_cast<const float *>(a.A.val);
   return submit(q, l, deps, a.A.rowptr, a.A.col, w, static_cast<const unsigned char *>(a.X.data), a.X.scale, a.Y,
                 has_arg(a.reduce) ? a.arg : nullptr, long(a.A.M), long(a.X.C), long(a.X.row_bytes()),
-                long(a.W != nullptr ? a.H : 1), long(a.X.C / a.H), a.X.bits, int(a.reduce), a.identity_col ? 1 : 0,
-                l.ntiles);
+                long(a.W != nullptr ? a.H : 1), long(a.X.C / a.H), a.X.bits, a.identity_col ? 1 : 0, l.ntiles);
 }
 
 sycl::event qsddmm(sycl::queue &q, const QSddmmArgs &a, const QDeps &deps) {

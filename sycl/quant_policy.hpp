@@ -9,11 +9,13 @@
 //   quant_scale<WG>      one work-group folds the P partials into {s, 1 / s}
 //   quant_quantize<B>    a work-item per 4 elements (quads) or per output byte
 //   quant_dequantize<B>  a work-item per element
-//   qspmm_sg<I, SG>      a sub-group per (row, tile of SG * kQV columns)
+//   qspmm_sg<I, SG, R, W>  a sub-group per (row, tile of SG * kQV columns); reduction R, weighted W
 //   qsddmm_sg<I, SG>     a sub-group per (row, head)
 //   qfusedmm_sg<I, SG>   a sub-group per (row, head, tile of SG * kQV output columns)
-// Bits, reduction, edge function and weights are run-time arguments of these kernels, so the list
-// is small: 12 portable instances at one sub-group size, plus the 5 ESIMD quantizer instances
+// Bits, the SDDMM op and the edge function are run-time arguments of these kernels; the quantized
+// SpMM is instantiated per reduction and weights (one edge loop per instance: the driver that
+// finishes the SPIR-V at first use compiled all eight in 1.5-2.6 s on the CPU device). The list:
+// 26 portable instances at one sub-group size, plus the 5 ESIMD quantizer instances
 // (sycl/kernels/esimd/quantize.hpp) on Intel GPUs.
 #pragma once
 #include <algorithm>
@@ -82,11 +84,15 @@ inline long quant_tiles(const DeviceCaps &c, long width) {
   return std::max<long>(1, (width + tile - 1) / tile);
 }
 
-// Preconditions: M > 0, C > 0.
+// The reductions of the quantized SpMM.
+inline constexpr Reduce kQuantReduces[] = {Reduce::sum, Reduce::mean, Reduce::max, Reduce::min};
+
+// Preconditions: M > 0, C > 0, reduce one of kQuantReduces.
 inline Launch qspmm_launch(const DeviceCaps &c, const QSpmmArgs &a) {
   const int sg = int(c.preferred_sg);
+  const bool weighted = a.W != nullptr || a.A.val != nullptr;  // the launcher passes W, else A's values
   Launch l;
-  l.inst = Instance::of(Kernel::qspmm_sg, a.A.itype, sg);
+  l.inst = Instance::of(Kernel::qspmm_sg, a.A.itype, sg, a.reduce, weighted);
   l.ntiles = quant_tiles(c, long(a.X.C));
   l.global = std::size_t(a.A.M * l.ntiles) * std::size_t(sg);
   finish(c, l);
@@ -124,7 +130,7 @@ inline Instance esimd_quantize_instance(int bits, Rounding r) {
 }
 
 // Every portable instance the functions above can return on a device of sub-group size sg with
-// max_work_group_size >= kQuantReduceWG: 12.
+// max_work_group_size >= kQuantReduceWG: 26.
 template <typename F>
 void for_each_quant_instance(int sg, F &&f) {
   const int wg = pow2_arg(kQuantReduceWG);
@@ -135,7 +141,8 @@ void for_each_quant_instance(int sg, F &&f) {
     f(Instance::of(Kernel::quant_dequantize, bits));
   }
   for (IType i : {IType::i32, IType::i64}) {
-    f(Instance::of(Kernel::qspmm_sg, i, sg));
+    for (Reduce r : kQuantReduces)
+      for (bool w : {false, true}) f(Instance::of(Kernel::qspmm_sg, i, sg, r, w));
     f(Instance::of(Kernel::qsddmm_sg, i, sg));
     f(Instance::of(Kernel::qfusedmm_sg, i, sg));
   }

@@ -258,7 +258,8 @@ def run_quant(env_extra, small=False):
 QUANT_KERNELS = sorted(
     ["gnnsparse::quant_absmax<256>", "gnnsparse::quant_scale<256>"]
     + [f"gnnsparse::quant_{k}<{b}>" for k in ("quantize", "dequantize") for b in (4, 8)]
-    + [f"gnnsparse::{k}<{i}, 16>" for k in ("qspmm_sg", "qsddmm_sg", "qfusedmm_sg") for i in ("int", "long")])
+    + [f"gnnsparse::{k}<{i}, 16>" for k in ("qsddmm_sg", "qfusedmm_sg") for i in ("int", "long")]
+    + [f"gnnsparse::qspmm_sg<{i}, 16, gnnsparse::Reduce::max, true>" for i in ("int", "long")])
 
 
 def test_quantized_first_call_spirv_then_cache(cache):

@@ -207,14 +207,17 @@ PYBIND11_MODULE(_sycl, m) {
                     for (gnnsparse::IType it : {gnnsparse::IType::i32, gnnsparse::IType::i64})
                       for (long H : {1L, 2L, 4L}) {
                         gnnsparse::CsrView A{it, &dummy, &dummy, nullptr, rows, rows, 3 * rows};
-                        for (gnnsparse::Reduce red : rt::kReduces) {
-                          gnnsparse::QSpmmArgs q;
-                          q.A = A;
-                          q.X = X;
-                          q.reduce = red;
-                          q.H = H;
-                          check(rt::qspmm_launch(caps, q).inst);
-                        }
+                        for (gnnsparse::Reduce red : rt::kQuantReduces)
+                          for (int weights : {0, 1, 2}) {  // none, A's values, per-head W
+                            gnnsparse::QSpmmArgs q;
+                            q.A = A;
+                            q.A.val = weights == 1 ? &dummy : nullptr;
+                            q.W = weights == 2 ? reinterpret_cast<const float *>(&dummy) : nullptr;
+                            q.X = X;
+                            q.reduce = red;
+                            q.H = H;
+                            check(rt::qspmm_launch(caps, q).inst);
+                          }
                         for (gnnsparse::SddmmOp op : rt::kSddmmOps) {
                           gnnsparse::QSddmmArgs q;
                           q.A = A;
