@@ -2,13 +2,13 @@
 // esimd_absmax_pass / esimd_quantize_pass of sycl/quant_ops.hpp, on devices with
 // aspect::ext_intel_esimd. Kernels: sycl/kernels/esimd/quantize.hpp, instances chosen by
 // sycl/quant_policy.hpp, loaded through the KernelCache (shipped SPIR-V or pvc binaries when the
-// package was built with GNNSPARSE_SYCL_PVC=ON, else compiled at first use and cached). The quantize pass covers the quad layout (n % 4 == 0; int4 also needs an even C)
-// with 16-byte aligned outputs; other shapes return std::nullopt and run the portable kernel.
+// package was built with GNNSPARSE_SYCL_PVC=ON, else compiled at first use and cached). The
+// quantize pass covers the quad layout (n % 4 == 0; int4 also needs an even C) with 16-byte
+// aligned outputs; other shapes return std::nullopt and run the portable kernel.
 #include <sycl/sycl.hpp>
 
 #include <cstdint>
 #include <optional>
-#include <string>
 
 #include "quant_ops.hpp"
 #include "quant_policy.hpp"
@@ -48,8 +48,8 @@ std::optional<sycl::event> esimd_quantize_pass(sycl::queue &q, const QuantizeArg
     return std::nullopt;
   const std::int64_t nquads = n / 4;
   const long threads = long((nquads + kNQ - 1) / kNQ);
-  return submit_esimd(q, esimd_quantize_instance(a.bits, a.rounding), threads, deps, a.X, nquads, static_cast<const float *>(a.scale), a.seed,
-                      static_cast<std::uint8_t *>(a.Q));
+  return submit_esimd(q, esimd_quantize_instance(a.bits, a.rounding), threads, deps, a.X, nquads,
+                      static_cast<const float *>(a.scale), a.seed, static_cast<std::uint8_t *>(a.Q));
 }
 
 }  // namespace gnnsparse::sycl_rt

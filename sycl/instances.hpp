@@ -3,8 +3,8 @@
 // Every kernel template the launchers submit is one row of kKernels: the embedded source that
 // defines it, its qualified C++ name and the kinds of its template arguments. An Instance packs a
 // kernel and its template arguments into 64 bits (byte 0 the kernel, byte i + 1 argument i: a code
-// of gnnsparse/ops.hpp, a bool, a size below 256, or a power of two as its exponent), so the kernel cache is keyed by one integer
-// computed once per call, and the C++ name the run-time compiler needs
+// of gnnsparse/ops.hpp, a bool, a size below 256 or a power of two as its exponent), so the kernel
+// cache is keyed by one integer computed once per call, and the C++ name the run-time compiler needs
 //   gnnsparse::spmm_csr_sg<float, int, gnnsparse::Reduce::mean, true, false, 16, 4>
 // is built from it only when a kernel is not cached yet. The launchers, the kernel cache, the
 // ahead-of-time build tool and the ESIMD tests all name instances through this file.
