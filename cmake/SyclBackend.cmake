@@ -78,8 +78,11 @@ if(NOT GNNSPARSE_SYCL_SPIRV STREQUAL "OFF")
   # GPUs use them, and without them those compile ESIMD kernels at run time (and cache them).
   option(GNNSPARSE_SYCL_PVC "Ship ESIMD SPIR-V and ocloc-built pvc binaries (needs ocloc)" OFF)
   set(_gs_groups "spmm|spmm.hpp,spmm_heads.hpp,tiles.hpp" "fused_sddmm|fusedmm.hpp,sddmm.hpp")  # packs built in parallel
+  # the quantized kernels (sycl/quant_policy.hpp lists their instances), a pack of their own
+  list(APPEND _gs_groups "quant|quant.hpp,quant_spmm.hpp,quant_sddmm.hpp")
   if(GNNSPARSE_SYCL_PVC)
     list(APPEND _gs_groups "esimd|esimd/sddmm.hpp,esimd/spmm.hpp,esimd/fusedmm.hpp,esimd/tiles.hpp")
+    list(APPEND _gs_groups "esimd_quant|esimd/quantize.hpp")  # the ESIMD quantizer passes (5 instances)
   endif()
   set(_gs_packs "")
   foreach(_group IN LISTS _gs_groups)
@@ -94,6 +97,7 @@ if(NOT GNNSPARSE_SYCL_SPIRV STREQUAL "OFF")
       # of the host runtime (the tool is built first through gnnsparse_spirv's dependency)
       DEPENDS ${_gs_kernel_headers} ${PROJECT_SOURCE_DIR}/include/gnnsparse/ops.hpp ${PROJECT_SOURCE_DIR}/sycl/instances.hpp
               ${PROJECT_SOURCE_DIR}/sycl/policy.hpp ${PROJECT_SOURCE_DIR}/sycl/esimd_policy.hpp
+              ${PROJECT_SOURCE_DIR}/sycl/quant_policy.hpp
               ${PROJECT_SOURCE_DIR}/cmake/aot/gnnsparse_aot.cpp
       COMMENT "gnnsparse: SPIR-V of every instance of ${_group}"
       VERBATIM)

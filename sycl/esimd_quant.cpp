@@ -1,26 +1,28 @@
 // ESIMD launchers of the quantizer passes (host code, g++ without -fsycl): the hooks
 // esimd_absmax_pass / esimd_quantize_pass of sycl/quant_ops.hpp, on devices with
-// aspect::ext_intel_esimd. Kernels: sycl/kernels/esimd/quantize.hpp, built by name from the
-// KernelCache. The quantize pass covers the quad layout (n % 4 == 0; int4 also needs an even C)
-// with 16-byte aligned outputs; other shapes return std::nullopt and run the portable kernel.
+// aspect::ext_intel_esimd. Kernels: sycl/kernels/esimd/quantize.hpp, instances chosen by
+// sycl/quant_policy.hpp, loaded through the KernelCache (shipped SPIR-V or pvc binaries when the
+// package was built with GNNSPARSE_SYCL_PVC=ON, else compiled at first use and cached). The
+// quantize pass covers the quad layout (n % 4 == 0; int4 also needs an even C) with 16-byte
+// aligned outputs; other shapes return std::nullopt and run the portable kernel.
 #include <sycl/sycl.hpp>
 
 #include <cstdint>
 #include <optional>
-#include <string>
 
 #include "quant_ops.hpp"
+#include "quant_policy.hpp"
 #include "runtime.hpp"
 
 namespace gnnsparse::sycl_rt {
 namespace {
 
-constexpr int kNQ = 16;       // quads per ESIMD thread of the quantize pass (64 floats)
-constexpr long kLocal = 16;   // ESIMD threads per work-group
+constexpr int kNQ = kEsimdQuantNQ;
+constexpr long kLocal = kEsimdQuantLocal;
 
 template <typename... Args>
-sycl::event submit_esimd(sycl::queue &q, const std::string &name, long threads, const QDeps &deps, Args... args) {
-  const sycl::kernel k = KernelCache::instance().get(q, "esimd/quantize.hpp", name);
+sycl::event submit_esimd(sycl::queue &q, Instance in, long threads, const QDeps &deps, Args... args) {
+  const sycl::kernel k = KernelCache::instance().get(q, in);
   const std::size_t global = std::size_t((threads + kLocal - 1) / kLocal * kLocal);
   return q.submit([&](sycl::handler &h) {
     if (!deps.empty()) h.depends_on(deps);
@@ -34,7 +36,7 @@ sycl::event submit_esimd(sycl::queue &q, const std::string &name, long threads, 
 std::optional<sycl::event> esimd_absmax_pass(sycl::queue &q, const QuantizeArgs &a, long P, long chunk,
                                              const QDeps &deps) {
   if (!q.get_device().has(sycl::aspect::ext_intel_esimd) || P <= 0) return std::nullopt;
-  return submit_esimd(q, "gnnsparse::esimd::quant_absmax<0>", P, deps, a.X, std::int64_t(a.rows * a.C),
+  return submit_esimd(q, esimd_quant_absmax_instance(), P, deps, a.X, std::int64_t(a.rows * a.C),
                       std::int64_t(chunk), std::int64_t(P), a.work);
 }
 
@@ -46,10 +48,8 @@ std::optional<sycl::event> esimd_quantize_pass(sycl::queue &q, const QuantizeArg
     return std::nullopt;
   const std::int64_t nquads = n / 4;
   const long threads = long((nquads + kNQ - 1) / kNQ);
-  const std::string name = "gnnsparse::esimd::quantize<" + std::to_string(a.bits) + ", " +
-                           (a.rounding == Rounding::stochastic ? "true" : "false") + ", " + std::to_string(kNQ) + ">";
-  return submit_esimd(q, name, threads, deps, a.X, nquads, static_cast<const float *>(a.scale), a.seed,
-                      static_cast<std::uint8_t *>(a.Q));
+  return submit_esimd(q, esimd_quantize_instance(a.bits, a.rounding), threads, deps, a.X, nquads,
+                      static_cast<const float *>(a.scale), a.seed, static_cast<std::uint8_t *>(a.Q));
 }
 
 }  // namespace gnnsparse::sycl_rt

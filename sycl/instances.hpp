@@ -3,8 +3,8 @@
 // Every kernel template the launchers submit is one row of kKernels: the embedded source that
 // defines it, its qualified C++ name and the kinds of its template arguments. An Instance packs a
 // kernel and its template arguments into 64 bits (byte 0 the kernel, byte i + 1 argument i: a code
-// of gnnsparse/ops.hpp, a bool or a size below 256), so the kernel cache is keyed by one integer
-// computed once per call, and the C++ name the run-time compiler needs
+// of gnnsparse/ops.hpp, a bool, a size below 256 or a power of two as its exponent), so the kernel
+// cache is keyed by one integer computed once per call, and the C++ name the run-time compiler needs
 //   gnnsparse::spmm_csr_sg<float, int, gnnsparse::Reduce::mean, true, false, 16, 4>
 // is built from it only when a kernel is not cached yet. The launchers, the kernel cache, the
 // ahead-of-time build tool and the ESIMD tests all name instances through this file.
@@ -17,7 +17,8 @@
 namespace gnnsparse::sycl_rt {
 
 // How a template argument is spelled in C++.
-enum class ArgKind : std::uint8_t { dtype, itype, reduce, sddmm_op, edge_fn, boolean, integer };
+// pow2: a power of two (a work-group size), stored as its exponent (pow2_arg) and spelled 1 << v.
+enum class ArgKind : std::uint8_t { dtype, itype, reduce, sddmm_op, edge_fn, boolean, integer, pow2 };
 
 enum class Kernel : std::uint8_t {
   spmm_sg,        // spmm.hpp
@@ -33,8 +34,18 @@ enum class Kernel : std::uint8_t {
   sddmm_tiles,    // tiles.hpp (dense-ish inputs)
   spmm_heads_sg,      // spmm_heads.hpp
   spmm_heads_narrow,  // spmm_heads.hpp
+  // quantized kernels (sycl/quant_policy.hpp lists their instances)
+  quant_absmax,        // quant.hpp
+  quant_scale,         // quant.hpp
+  quant_quantize,      // quant.hpp
+  quant_dequantize,    // quant.hpp
+  qspmm_sg,            // quant_spmm.hpp
+  qsddmm_sg,           // quant_sddmm.hpp
+  qfusedmm_sg,         // quant_sddmm.hpp
+  esimd_quant_absmax,  // esimd/quantize.hpp
+  esimd_quantize,      // esimd/quantize.hpp
 };
-inline constexpr int kKernelCount = 13;
+inline constexpr int kKernelCount = 22;
 
 struct KernelSpec {
   Kernel id;
@@ -70,6 +81,18 @@ inline constexpr KernelSpec kKernels[kKernelCount] = {
      {A::dtype, A::itype, A::integer, A::integer}},  // T I SG V
     {Kernel::spmm_heads_narrow, "spmm_heads.hpp", "gnnsparse::spmm_heads_narrow", 4,
      {A::dtype, A::itype, A::integer, A::integer}},  // T I SG V
+    // quantized kernels
+    {Kernel::quant_absmax, "quant.hpp", "gnnsparse::quant_absmax", 1, {A::pow2}},              // WG
+    {Kernel::quant_scale, "quant.hpp", "gnnsparse::quant_scale", 1, {A::pow2}},                // WG
+    {Kernel::quant_quantize, "quant.hpp", "gnnsparse::quant_quantize", 1, {A::integer}},       // BITS
+    {Kernel::quant_dequantize, "quant.hpp", "gnnsparse::quant_dequantize", 1, {A::integer}},   // BITS
+    {Kernel::qspmm_sg, "quant_spmm.hpp", "gnnsparse::qspmm_sg", 4,
+     {A::itype, A::integer, A::reduce, A::boolean}},  // I SG R W
+    {Kernel::qsddmm_sg, "quant_sddmm.hpp", "gnnsparse::qsddmm_sg", 2, {A::itype, A::integer}},  // I SG
+    {Kernel::qfusedmm_sg, "quant_sddmm.hpp", "gnnsparse::qfusedmm_sg", 2, {A::itype, A::integer}},  // I SG
+    {Kernel::esimd_quant_absmax, "esimd/quantize.hpp", "gnnsparse::esimd::quant_absmax", 1, {A::integer}},  // 0
+    {Kernel::esimd_quantize, "esimd/quantize.hpp", "gnnsparse::esimd::quantize", 3,
+     {A::integer, A::boolean, A::integer}},  // BITS STOCH NQ
 };
 constexpr bool table_in_order() {
   for (int i = 0; i < kKernelCount; ++i)
@@ -107,6 +130,13 @@ class Instance {
   std::uint64_t key_ = 0;
 };
 
+// The key byte of an ArgKind::pow2 argument: the exponent of n (a power of two below 2^63).
+constexpr int pow2_arg(std::uint64_t n) {
+  int e = 0;
+  while ((std::uint64_t(1) << e) < n) ++e;
+  return e;
+}
+
 // Spelling of one template argument in C++. Feature types: the SYCL kernels take float and double.
 inline std::string cpp_arg(ArgKind kind, int v) {
   switch (kind) {
@@ -117,6 +147,7 @@ inline std::string cpp_arg(ArgKind kind, int v) {
     case ArgKind::edge_fn: return cpp_name(EdgeFn(v));
     case ArgKind::boolean: return v ? "true" : "false";
     case ArgKind::integer: return std::to_string(v);
+    case ArgKind::pow2: return std::to_string(1L << v);
   }
   return "";
 }

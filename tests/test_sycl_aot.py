@@ -208,6 +208,107 @@ def test_launch_policy_stays_in_the_shipped_list():
         assert _sycl.launch_policy_outliers(sg) == []
 
 
+# One process: the first quantized ops of a new user (quantize, quant.spmm / sddmm / fusedmm,
+# dequantize) on int32 and int64 indices, each checked against the reference on the dequantized
+# inputs; prints what happened as JSON.
+QSCRIPT = r"""
+import json, sys, warnings
+import numpy as np
+warnings.simplefilter("always")
+with warnings.catch_warnings(record=True) as caught:
+    import gnnsparse as gs
+    from gnnsparse import reference as ref, _sycl
+    rng = np.random.default_rng(7)
+    M = 61
+    deg = rng.poisson(4, M); deg[3] = 0
+    rowptr = np.concatenate([[0], np.cumsum(deg)])
+    col = rng.integers(0, M, rowptr[-1])
+    X = rng.standard_normal((M, 20)).astype(np.float32)
+    ok = True
+    small = sys.argv[1] == "small"  # int32 indices, int8, quant.spmm only
+    for itype in (np.int32,) if small else (np.int32, np.int64):
+        A = gs.CSR(rowptr.astype(itype), col.astype(itype), rng.standard_normal(rowptr[-1]).astype(np.float32), (M, M))
+        for bits in (8,) if small else (8, 4):
+            Q = gs.quantize(X, bits=bits, seed=3)
+            Xq = np.asarray(gs.dequantize(Q), dtype=np.float64)
+            ok &= bool(np.abs(Xq - X).max() <= Q.scale_value() * 1.0001)
+            ok &= bool(np.allclose(gs.quant.spmm(A, Q, "max"), ref.spmm(A, Xq, "max"), rtol=1e-5, atol=1e-5))
+            if small:
+                continue
+            ok &= bool(np.allclose(gs.quant.sddmm(A, Q, Q), ref.sddmm(A, Xq, Xq), rtol=1e-5, atol=1e-4))
+            ok &= bool(np.allclose(gs.quant.fusedmm(A, Q, Q, Q, edge="softmax"),
+                                   ref.fusedmm(A, Xq, Xq, Xq, "dot", "softmax"), rtol=1e-4, atol=1e-5))
+print(json.dumps({"ok": ok, "loads": [[n, o] for n, o, _ in _sycl.kernel_loads()],
+                  "warnings": [str(w.message) for w in caught], "info": {k: str(v) for k, v in _sycl.aot_info().items()}}))
+"""
+
+
+def run_quant(env_extra, small=False):
+    env = dict(os.environ)
+    env.pop("GNNSPARSE_POISON", None)
+    env.update(env_extra)
+    r = subprocess.run([sys.executable, "-c", QSCRIPT, "small" if small else "all"], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["ok"], out
+    return out
+
+
+# what QSCRIPT loads at sub-group size 16 (the shipped size): every portable quantized kernel
+QUANT_KERNELS = sorted(
+    ["gnnsparse::quant_absmax<256>", "gnnsparse::quant_scale<256>"]
+    + [f"gnnsparse::quant_{k}<{b}>" for k in ("quantize", "dequantize") for b in (4, 8)]
+    + [f"gnnsparse::{k}<{i}, 16>" for k in ("qsddmm_sg", "qfusedmm_sg") for i in ("int", "long")]
+    + [f"gnnsparse::qspmm_sg<{i}, 16, gnnsparse::Reduce::max, true>" for i in ("int", "long")])
+
+
+def test_quantized_first_call_spirv_then_cache(cache):
+    """The quantized kernels' first process loads the shipped SPIR-V (no C++ front end) and fills
+    the persistent cache; the next process loads every kernel from the cache."""
+    from gnnsparse import _sycl
+
+    kdir = Path(_sycl.aot_info()["kernel_dir"] or "/nonexistent")
+    if not (kdir / "quant.gnnspv").exists() or (kdir / "quant.gnnspv").stat().st_size <= 20:
+        pytest.skip("this build ships no quantized SPIR-V (no OpenCL device at build time)")
+    first = run_quant({"GNNSPARSE_CACHE_DIR": str(cache)})
+    if _sycl_sg() != 16:
+        pytest.skip("the device's sub-group size is not the shipped one (16)")
+    assert sorted(n for n, _ in first["loads"]) == QUANT_KERNELS, first
+    assert set(origins(first)) == {"shipped SPIR-V"} and not first["warnings"], first
+    assert len(entries(cache)) == len(QUANT_KERNELS)
+    second = run_quant({"GNNSPARSE_CACHE_DIR": str(cache)})
+    assert sorted(n for n, _ in second["loads"]) == QUANT_KERNELS, second
+    assert set(origins(second)) == {"the kernel cache"} and not second["warnings"], second
+
+
+def test_quantized_source_path_is_cached(cache):
+    """Without shipped kernels (GNNSPARSE_AOT=0) the quantized kernels compile from source once,
+    then load from the persistent cache: never a source build in every process."""
+    first = run_quant({"GNNSPARSE_AOT": "0", "GNNSPARSE_CACHE_DIR": str(cache)}, small=True)
+    assert set(origins(first)) == {"source"} and not first["warnings"], first
+    again = run_quant({"GNNSPARSE_AOT": "0", "GNNSPARSE_CACHE_DIR": str(cache)}, small=True)
+    assert sorted(again["loads"]) == sorted([n, "the kernel cache"] for n, _ in first["loads"]), again
+    assert not again["warnings"], again
+
+
+def _sycl_sg():
+    import dpctl
+    from gnnsparse import _sycl
+
+    return int(_sycl.device_caps(dpctl.SyclQueue())["preferred_sub_group_size"])
+
+
+def test_quantized_launch_policy_stays_in_the_shipped_list():
+    """Every instance the quantized launch functions (sycl/quant_policy.hpp: the quantizer's passes,
+    dequantize, quant SpMM / SDDMM / FusedMM, the ESIMD quantizer) pick over a grid of devices,
+    shapes and arguments is in the lists the build compiles."""
+    sycl_or_skip()
+    from gnnsparse import _sycl
+
+    for sg in (8, 16, 32):
+        assert _sycl.quant_launch_policy_outliers(sg) == []
+
+
 # A stand-in for libze_loader: records what the loader passes to zeModuleCreate / zeKernelCreate.
 FAKE_ZE = r"""
 #include <stdint.h>

@@ -11,8 +11,9 @@
 // demangled entry point matched to the instance key (sycl/instances.hpp), so the runtime looks an
 // instance up by its 64-bit key.
 // Portable instances are those of sub-group size N (default 16: the size the runtime picks on
-// Intel CPUs and GPUs; other sizes compile from source at run time); ESIMD instances are all of
-// sycl/esimd_policy.hpp. Output: the pack format of sycl/kernel_store.hpp.
+// Intel CPUs and GPUs; other sizes compile from source at run time), float (sycl/policy.hpp) and
+// quantized (sycl/quant_policy.hpp); ESIMD instances are all of sycl/esimd_policy.hpp and the
+// ESIMD quantizer's of sycl/quant_policy.hpp. Output: the pack format of sycl/kernel_store.hpp.
 //
 // Needs an OpenCL device to drive the compiler (the CPU runtime of intel-opencl-rt). Without one
 // it writes an empty pack and exits 0 (the runtime then compiles from source), unless --strict.
@@ -35,6 +36,7 @@
 #include "esimd_policy.hpp"
 #include "kernel_store.hpp"
 #include "policy.hpp"
+#include "quant_policy.hpp"
 #include "runtime.hpp"
 
 namespace syclex = sycl::ext::oneapi::experimental;
@@ -50,7 +52,9 @@ std::vector<Instance> instances_of(const std::string &entry, int sg) {
     if (entry == in.spec().entry) out.push_back(in);
   };
   rt::for_each_portable_instance(sg, add);
+  rt::for_each_quant_instance(sg, add);
   gnnsparse::esimd_policy::for_each_esimd_instance(add);
+  rt::for_each_esimd_quant_instance(add);
   return out;
 }
 
@@ -119,7 +123,12 @@ bool instance_of(const std::string &raw, Instance &out) {
     else {
       char *end = nullptr;
       x = std::strtol(v.c_str(), &end, 10);
-      if (!end || *end || x < 0 || x > 255) return false;
+      if (!end || *end || x < 0) return false;
+      if (spec.args[a] == rt::ArgKind::pow2) {  // stored as its exponent
+        if ((x & (x - 1)) != 0) return false;
+        x = rt::pow2_arg(std::uint64_t(x));
+      }
+      if (x > 255) return false;
     }
     key |= std::uint64_t(x) << (8 * (a + 1));
   }

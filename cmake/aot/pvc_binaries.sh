@@ -36,7 +36,8 @@ NOASLR=""
 if setarch "$(uname -m)" -R true 2>/dev/null; then NOASLR="setarch $(uname -m) -R"; fi
 build_one() {
   local dir=$1 key=$2 opts="" try rc pre
-  case "${key: -2}" in 05|06|07|09) opts="-vc-codegen" ;; esac  # kernel ids 5-7, 9: the ESIMD kernels (sycl/instances.hpp)
+  # ESIMD kernels (namespace gnnsparse::esimd: "5esimd" in the mangled name) go to the vector-compute backend
+  grep -q '5esimd' "$dir/$key.name" && opts="-vc-codegen"
   for try in 1 2 3; do
     pre=""; [ "$try" -eq 1 ] && pre=$NOASLR
     (cd "$dir" && $pre ocloc compile -file "$key.spv" -spirv_input -device pvc ${opts:+-options "$opts"} \

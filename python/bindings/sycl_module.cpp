@@ -9,7 +9,7 @@
 
 #include <sycl/sycl.hpp>
 
-#include <mutex>
+#include <algorithm>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -18,7 +18,9 @@
 #include "dpctl4pybind11.hpp"
 #include "kernel_store.hpp"
 #include "ops.hpp"
+#include "quant_policy.hpp"
 #include "runtime.hpp"
+#include "sycl_notes.hpp"
 #include "sycl_quant_binding.hpp"
 
 namespace py = pybind11;
@@ -39,30 +41,7 @@ auto guarded(F &&f) {
   }
 }
 
-// Notes of the kernel loader (sycl/kernel_store.hpp), queued while the GIL is released and
-// handed to Python after the call: warnings as RuntimeWarning, debug lines to
-// logging.getLogger("gnnsparse.sycl").
-std::mutex g_notes_mu;
-std::vector<std::pair<rt::NoteLevel, std::string>> g_notes;
-void queue_note(rt::NoteLevel level, const std::string &text) {
-  std::lock_guard<std::mutex> lock(g_notes_mu);
-  g_notes.emplace_back(level, text);
-}
-void flush_notes() {
-  std::vector<std::pair<rt::NoteLevel, std::string>> notes;
-  {
-    std::lock_guard<std::mutex> lock(g_notes_mu);
-    if (g_notes.empty()) return;
-    notes.swap(g_notes);
-  }
-  for (const auto &[level, text] : notes) {
-    if (level == rt::NoteLevel::warning) {
-      if (PyErr_WarnEx(PyExc_RuntimeWarning, ("gnnsparse: " + text).c_str(), 1) != 0) throw py::error_already_set();
-    } else {
-      py::module_::import("logging").attr("getLogger")("gnnsparse.sycl").attr("debug")(text);
-    }
-  }
-}
+using gnnsparse::bindings::flush_notes;
 
 template <typename F>
 sycl::event submit_and_notify(F &&f) {
@@ -94,7 +73,7 @@ PYBIND11_MODULE(_sycl, m) {
   py::module_::import("gnnsparse._core");  // CsrView
   gnnsparse::bindings::bind_ops<SyclBackend>(m);
   gnnsparse::bindings::bind_quant_sycl(m);
-  rt::set_note_sink(queue_note);
+  rt::set_note_sink(gnnsparse::bindings::queue_note);
 
   m.def(
       "compile_only",
@@ -184,6 +163,90 @@ PYBIND11_MODULE(_sycl, m) {
         return out;
       },
       py::arg("sg"), "Instance names the launch policy picks that the ahead-of-time list lacks (should be none).");
+  m.def(
+      "quant_launch_policy_outliers",
+      [](int sg) {
+        // the quantized launch functions (sycl/quant_policy.hpp) over a grid of devices, shapes and
+        // arguments, against the lists the build compiles (portable and ESIMD quantizer)
+        std::unordered_set<std::uint64_t> listed;
+        auto add = [&](rt::Instance in) { listed.insert(in.key()); };
+        rt::for_each_quant_instance(sg, add);
+        rt::for_each_esimd_quant_instance(add);
+        std::vector<std::string> out;
+        auto check = [&](rt::Instance in) {
+          if (!listed.count(in.key())) out.push_back(rt::instance_name(in));
+        };
+        static int dummy;
+        for (bool cpu : {false, true})
+          for (std::size_t max_wg : {std::size_t(256), std::size_t(1024), std::size_t(8192)})
+            for (std::size_t cus : {std::size_t(1), std::size_t(2), std::size_t(56)}) {
+              rt::DeviceCaps caps;
+              caps.cpu = cpu;
+              caps.max_wg = max_wg;
+              caps.compute_units = cus;
+              caps.preferred_sg = std::size_t(sg);
+              for (int bits : {4, 8})
+                for (long rows : {0L, 1L, 3L, 7L, 100L, 2708L, 100000L})
+                  for (long C : {0L, 1L, 2L, 3L, 5L, 16L, 33L, 64L, 100L, 129L, 1000L}) {
+                    for (gnnsparse::Rounding r : {gnnsparse::Rounding::nearest, gnnsparse::Rounding::stochastic}) {
+                      gnnsparse::QuantizeArgs a;
+                      a.rows = rows;
+                      a.C = C;
+                      a.bits = bits;
+                      a.rounding = r;
+                      const rt::QuantizePlan p = rt::quantize_plan(caps, a);
+                      if (p.P > 0) check(p.absmax.inst);
+                      check(p.scale.inst);
+                      if (p.n > 0) check(p.quantize.inst);
+                      check(rt::esimd_quant_absmax_instance());  // sycl/esimd_quant.cpp
+                      check(rt::esimd_quantize_instance(bits, r));
+                    }
+                    if (rows == 0 || C == 0) continue;
+                    gnnsparse::QView X{&dummy, reinterpret_cast<const float *>(&dummy), bits, C};
+                    check(rt::dequantize_launch(caps, gnnsparse::DequantizeArgs{X, rows, nullptr}).inst);
+                    for (gnnsparse::IType it : {gnnsparse::IType::i32, gnnsparse::IType::i64})
+                      for (long H : {1L, 2L, 4L}) {
+                        gnnsparse::CsrView A{it, &dummy, &dummy, nullptr, rows, rows, 3 * rows};
+                        for (gnnsparse::Reduce red : rt::kQuantReduces)
+                          for (int weights : {0, 1, 2}) {  // none, A's values, per-head W
+                            gnnsparse::QSpmmArgs q;
+                            q.A = A;
+                            q.A.val = weights == 1 ? &dummy : nullptr;
+                            q.W = weights == 2 ? reinterpret_cast<const float *>(&dummy) : nullptr;
+                            q.X = X;
+                            q.reduce = red;
+                            q.H = H;
+                            check(rt::qspmm_launch(caps, q).inst);
+                          }
+                        for (gnnsparse::SddmmOp op : rt::kSddmmOps) {
+                          gnnsparse::QSddmmArgs q;
+                          q.A = A;
+                          q.op = op;
+                          q.X = q.Y = X;
+                          q.H = H;
+                          q.F = C;
+                          check(rt::qsddmm_launch(caps, q).inst);
+                          for (gnnsparse::EdgeFn e : rt::kEdgeFns) {
+                            gnnsparse::QFusedArgs f;
+                            f.A = A;
+                            f.op = op;
+                            f.edge = e;
+                            f.X = f.Y = f.Z = X;
+                            f.H = H;
+                            f.F = f.D = C;
+                            check(rt::qfusedmm_launch(caps, f).inst);
+                          }
+                        }
+                      }
+                  }
+            }
+        std::sort(out.begin(), out.end());
+        out.erase(std::unique(out.begin(), out.end()), out.end());
+        return out;
+      },
+      py::arg("sg"),
+      "Instance names the quantized launch policy picks that the ahead-of-time lists lack (should be none; "
+      "devices with max_work_group_size < 256 are outside the lists).");
   m.def("device_caps", [](sycl::queue &q) {
     const rt::DeviceCaps c = rt::device_caps(q.get_device());
     py::dict d;

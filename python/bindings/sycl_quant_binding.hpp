@@ -1,7 +1,8 @@
 // The quantized ops in gnnsparse._sycl: bind_quant.hpp's functions over sycl/quant_ops.hpp. exec
 // is (dpctl.SyclQueue, [dpctl.SyclEvent, ...]); each returns the dpctl.SyclEvent of its last
-// submission. Compile errors and SYCL errors become RuntimeError with their text, as in
-// sycl_module.cpp. sycl_module.cpp calls bind_quant_sycl(m).
+// submission. Compile errors and SYCL errors become RuntimeError with their text, and the kernel
+// loader's notes are handed to Python after the call, as in sycl_module.cpp, which calls
+// bind_quant_sycl(m).
 #pragma once
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -16,6 +17,7 @@
 #include "dpctl4pybind11.hpp"
 #include "quant_ops.hpp"
 #include "runtime.hpp"
+#include "sycl_notes.hpp"
 
 namespace gnnsparse::bindings {
 
@@ -23,14 +25,18 @@ struct SyclQuantBackend {
   using Exec = std::pair<sycl::queue, std::vector<sycl::event>>;
   template <typename F>
   static sycl::event run(F &&f) {
-    try {
-      py::gil_scoped_release nogil;
-      return f();
-    } catch (sycl_rt::CompileError &e) {
-      throw std::runtime_error(e.what());
-    } catch (sycl::exception &e) {
-      throw std::runtime_error(std::string("SYCL error: ") + e.what());
-    }
+    sycl::event ev = [&] {
+      try {
+        py::gil_scoped_release nogil;
+        return f();
+      } catch (sycl_rt::CompileError &e) {
+        throw std::runtime_error(e.what());
+      } catch (sycl::exception &e) {
+        throw std::runtime_error(std::string("SYCL error: ") + e.what());
+      }
+    }();
+    flush_notes();
+    return ev;
   }
   static sycl::event quantize(Exec &x, const QuantizeArgs &a) {
     return run([&] { return sycl_rt::quantize(x.first, a, x.second); });

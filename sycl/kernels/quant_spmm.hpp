@@ -3,21 +3,18 @@
 // multi-head aggregation (W: nnz x H edge weights; column c belongs to head c / D).
 //
 // A sub-group per (row, feature tile of SG * kQV columns), the row uniform by construction; lane l
-// owns columns tile * SG * kQV + v * SG + l and walks the row's edges in order. Bits, reduction
-// and weights are run-time arguments (one kernel instance per index type and sub-group size);
-// the edge loop is instantiated per (reduction, accumulator) inside. Messages without weights are
+// owns columns tile * SG * kQV + v * SG + l and walks the row's edges in order. Bits are a run-time
+// argument; reduction and weights are template arguments (an instance per index type, sub-group
+// size, reduction and weighted: sycl/quant_policy.hpp). Messages without weights are
 // integers summed exactly in int64 (equal to the contract's int32 sums wherever those fit);
 // with weights, float32 w * q in edge order. The scale is applied once per output element.
 #pragma once
+#include <type_traits>
+
 #include "common.hpp"
 #include "quant.hpp"
 
 namespace gnnsparse {
-
-template <typename T>
-struct QTypeTag {
-  using type = T;
-};
 
 template <typename Acc, Reduce R>
 struct QReducer {
@@ -75,34 +72,21 @@ inline void qspmm_row(const I *col, const float *w, const unsigned char *X, floa
   }
 }
 
-// w: A's values (H == 1) or W (nnz x H), nullptr when unweighted.
-template <typename I, int SG>
+// w: A's values (H == 1) or W (nnz x H) when W, unused otherwise. One instance per (index type,
+// sub-group size, reduction, weighted): each holds one edge loop, so a driver that finishes the
+// SPIR-V at first use compiles only what the call needs.
+template <typename I, int SG, Reduce R, bool W>
 SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))
 SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<SG>))
 void qspmm_sg(const I *rowptr, const I *col, const float *w, const unsigned char *X, const float *scale, float *Y,
-              long *arg, long M, long C, long row_bytes, long H, long D, int bits, int reduce, int ident,
-              long ntiles) {
+              long *arg, long M, long C, long row_bytes, long H, long D, int bits, int ident, long ntiles) {
   const auto [sg, g, lane] = subgroup_slot();
   const long i = g / ntiles, tile = g % ntiles;
   if (i >= M) return;
   const long c0 = tile * SG * kQV + lane;
   const long b = long(rowptr[i]), e = long(rowptr[i + 1]);
-  const float s = scale[0];
-  auto go = [&](auto acc_tag, auto red_tag) {
-    using Acc = typename decltype(acc_tag)::type;
-    constexpr Reduce R = decltype(red_tag)::value;
-    qspmm_row<Acc, R, I>(col, w, X, s, Y, arg, i, b, e, C, row_bytes, H, D, bits, ident != 0, c0, SG);
-  };
-  auto by_reduce = [&](auto acc_tag) {
-    switch (Reduce(reduce)) {
-      case Reduce::sum: go(acc_tag, std::integral_constant<Reduce, Reduce::sum>{}); break;
-      case Reduce::mean: go(acc_tag, std::integral_constant<Reduce, Reduce::mean>{}); break;
-      case Reduce::max: go(acc_tag, std::integral_constant<Reduce, Reduce::max>{}); break;
-      default: go(acc_tag, std::integral_constant<Reduce, Reduce::min>{}); break;
-    }
-  };
-  if (w != nullptr) by_reduce(QTypeTag<float>{});
-  else by_reduce(QTypeTag<long>{});
+  using Acc = std::conditional_t<W, float, long>;  // weighted: float32 w * q; else exact integer sums
+  qspmm_row<Acc, R, I>(col, w, X, scale[0], Y, arg, i, b, e, C, row_bytes, H, D, bits, ident != 0, c0, SG);
 }
 
 }  // namespace gnnsparse

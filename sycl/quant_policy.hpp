@@ -1,0 +1,159 @@
+// Launch policy of the quantized SYCL kernels (host code only, plain C++17): which kernel instance
+// and which nd_range each pass of a quantized op gets, and the list of every instance these
+// choices can produce. sycl/quant.cpp and sycl/esimd_quant.cpp submit what these functions return;
+// the ahead-of-time build (cmake/aot/gnnsparse_aot.cpp) compiles the lists; a test checks that the
+// choices never leave them (_sycl.launch_policy_outliers).
+//
+// Kernels (sycl/kernels/quant*.hpp; contract: gnnsparse/quant.hpp):
+//   quant_absmax<WG>     P work-groups of WG, each reduces a chunk of X to one partial
+//   quant_scale<WG>      one work-group folds the P partials into {s, 1 / s}
+//   quant_quantize<B>    a work-item per 4 elements (quads) or per output byte
+//   quant_dequantize<B>  a work-item per element
+//   qspmm_sg<I, SG, R, W>  a sub-group per (row, tile of SG * kQV columns); reduction R, weighted W
+//   qsddmm_sg<I, SG>     a sub-group per (row, head)
+//   qfusedmm_sg<I, SG>   a sub-group per (row, head, tile of SG * kQV output columns)
+// Bits, the SDDMM op and the edge function are run-time arguments of these kernels; the quantized
+// SpMM is instantiated per reduction and weights (one edge loop per instance: the driver that
+// finishes the SPIR-V at first use compiled all eight in 1.5-2.6 s on the CPU device). The list:
+// 26 portable instances at one sub-group size, plus the 5 ESIMD quantizer instances
+// (sycl/kernels/esimd/quantize.hpp) on Intel GPUs.
+#pragma once
+#include <algorithm>
+#include <cstddef>
+
+#include "gnnsparse/quant.hpp"
+#include "policy.hpp"
+
+namespace gnnsparse::sycl_rt {
+
+inline constexpr int kQuantReduceWG = 256;    // absmax / scale work-groups (fewer where the device allows less)
+inline constexpr long kQuantMinPerItem = 16;  // elements per work-item of the absmax pass (fewer groups when small)
+inline constexpr int kQuantQV = 4;            // columns per lane per feature tile (kQV of sycl/kernels/quant.hpp)
+
+// Work-group size of the two reduction passes: kQuantReduceWG, halved while the device allows less.
+// The lists below hold kQuantReduceWG only: a device with max_work_group_size < 256 compiles its
+// reduction kernels from source at first use (then caches them), like another sub-group size.
+inline int quant_reduce_wg(const DeviceCaps &c) {
+  int wg = kQuantReduceWG;
+  while (wg > 1 && std::size_t(wg) > c.max_wg) wg /= 2;
+  return wg;
+}
+
+// quantize: the absmax pass (absent when P == 0, i.e. no elements), the scale pass, and the
+// quantization (absent when n == 0).
+struct QuantizePlan {
+  long n = 0;              // elements
+  long P = 0, chunk = 0;   // absmax partials (work-groups of the absmax pass), elements per partial
+  long row_bytes = 0;      // bytes per output row
+  bool quads = false;      // a work-item per 4 elements (n % 4 == 0, and C even for int4)
+  Launch absmax, scale, quantize;
+};
+
+inline QuantizePlan quantize_plan(const DeviceCaps &c, const QuantizeArgs &a) {
+  QuantizePlan p;
+  p.n = long(a.rows * a.C);
+  const long wg = quant_reduce_wg(c);
+  p.P = std::min<long>(kQuantizeWork, (p.n + wg * kQuantMinPerItem - 1) / (wg * kQuantMinPerItem));
+  p.P = std::max<long>(p.P, p.n > 0 ? 1 : 0);
+  p.chunk = p.P > 0 ? (p.n + p.P - 1) / p.P : 0;
+  p.absmax.inst = Instance::of(Kernel::quant_absmax, pow2_arg(std::uint64_t(wg)));
+  p.absmax.local = std::size_t(wg);
+  p.absmax.global = std::size_t(std::max<long>(p.P, 1) * wg);
+  p.scale.inst = Instance::of(Kernel::quant_scale, pow2_arg(std::uint64_t(wg)));
+  p.scale.local = p.scale.global = std::size_t(wg);
+  p.row_bytes = a.bits == 8 ? long(a.C) : long((a.C + 1) / 2);
+  p.quads = p.n % 4 == 0 && (a.bits == 8 || a.C % 2 == 0);
+  p.quantize.inst = Instance::of(Kernel::quant_quantize, a.bits);
+  p.quantize.global = std::size_t(p.quads ? p.n / 4 : long(a.rows) * p.row_bytes);
+  finish(c, p.quantize);
+  return p;
+}
+
+// Preconditions (checked by the launchers): bits 4 or 8.
+inline Launch dequantize_launch(const DeviceCaps &c, const DequantizeArgs &a) {
+  Launch l;
+  l.inst = Instance::of(Kernel::quant_dequantize, a.X.bits);
+  l.global = std::size_t(a.rows * a.X.C);
+  finish(c, l);
+  return l;
+}
+
+// Feature tiles of SG * kQV columns over `width` columns (at least one).
+inline long quant_tiles(const DeviceCaps &c, long width) {
+  const long tile = long(c.preferred_sg) * kQuantQV;
+  return std::max<long>(1, (width + tile - 1) / tile);
+}
+
+// The reductions of the quantized SpMM.
+inline constexpr Reduce kQuantReduces[] = {Reduce::sum, Reduce::mean, Reduce::max, Reduce::min};
+
+// Preconditions: M > 0, C > 0, reduce one of kQuantReduces.
+inline Launch qspmm_launch(const DeviceCaps &c, const QSpmmArgs &a) {
+  const int sg = int(c.preferred_sg);
+  const bool weighted = a.W != nullptr || a.A.val != nullptr;  // the launcher passes W, else A's values
+  Launch l;
+  l.inst = Instance::of(Kernel::qspmm_sg, a.A.itype, sg, a.reduce, weighted);
+  l.ntiles = quant_tiles(c, long(a.X.C));
+  l.global = std::size_t(a.A.M * l.ntiles) * std::size_t(sg);
+  finish(c, l);
+  return l;
+}
+
+// Preconditions: M > 0, H > 0, nnz > 0.
+inline Launch qsddmm_launch(const DeviceCaps &c, const QSddmmArgs &a) {
+  const int sg = int(c.preferred_sg);
+  Launch l;
+  l.inst = Instance::of(Kernel::qsddmm_sg, a.A.itype, sg);
+  l.global = std::size_t(a.A.M * a.H) * std::size_t(sg);
+  finish(c, l);
+  return l;
+}
+
+// Preconditions: M > 0, H > 0.
+inline Launch qfusedmm_launch(const DeviceCaps &c, const QFusedArgs &a) {
+  const int sg = int(c.preferred_sg);
+  Launch l;
+  l.inst = Instance::of(Kernel::qfusedmm_sg, a.A.itype, sg);
+  l.ntiles = quant_tiles(c, long(a.D));
+  l.global = std::size_t(a.A.M * a.H * l.ntiles) * std::size_t(sg);
+  finish(c, l);
+  return l;
+}
+
+// ---- the ESIMD quantizer passes (sycl/kernels/esimd/quantize.hpp; Intel GPUs) --------------------
+inline constexpr int kEsimdQuantNQ = 16;      // quads per ESIMD thread of the quantize pass (64 floats)
+inline constexpr long kEsimdQuantLocal = 16;  // ESIMD threads per work-group
+
+inline Instance esimd_quant_absmax_instance() { return Instance::of(Kernel::esimd_quant_absmax, 0); }
+inline Instance esimd_quantize_instance(int bits, Rounding r) {
+  return Instance::of(Kernel::esimd_quantize, bits, r == Rounding::stochastic, kEsimdQuantNQ);
+}
+
+// Every portable instance the functions above can return on a device of sub-group size sg with
+// max_work_group_size >= kQuantReduceWG: 26.
+template <typename F>
+void for_each_quant_instance(int sg, F &&f) {
+  const int wg = pow2_arg(kQuantReduceWG);
+  f(Instance::of(Kernel::quant_absmax, wg));
+  f(Instance::of(Kernel::quant_scale, wg));
+  for (int bits : {4, 8}) {
+    f(Instance::of(Kernel::quant_quantize, bits));
+    f(Instance::of(Kernel::quant_dequantize, bits));
+  }
+  for (IType i : {IType::i32, IType::i64}) {
+    for (Reduce r : kQuantReduces)
+      for (bool w : {false, true}) f(Instance::of(Kernel::qspmm_sg, i, sg, r, w));
+    f(Instance::of(Kernel::qsddmm_sg, i, sg));
+    f(Instance::of(Kernel::qfusedmm_sg, i, sg));
+  }
+}
+
+// Every ESIMD quantizer instance: the absmax pass and quantize<bits, stochastic, kEsimdQuantNQ>: 5.
+template <typename F>
+void for_each_esimd_quant_instance(F &&f) {
+  f(esimd_quant_absmax_instance());
+  for (int bits : {4, 8})
+    for (Rounding r : {Rounding::nearest, Rounding::stochastic}) f(esimd_quantize_instance(bits, r));
+}
+
+}  // namespace gnnsparse::sycl_rt
