@@ -33,8 +33,10 @@ enum class Kernel : std::uint8_t {
   sddmm_tiles,    // tiles.hpp (dense-ish inputs)
   spmm_heads_sg,      // spmm_heads.hpp
   spmm_heads_narrow,  // spmm_heads.hpp
+  gatv2_scores_sg,    // gatv2.hpp
+  gatv2_grad_sg,      // gatv2.hpp
 };
-inline constexpr int kKernelCount = 13;
+inline constexpr int kKernelCount = 15;
 
 struct KernelSpec {
   Kernel id;
@@ -69,6 +71,9 @@ inline constexpr KernelSpec kKernels[kKernelCount] = {
     {Kernel::spmm_heads_sg, "spmm_heads.hpp", "gnnsparse::spmm_heads_sg", 4,
      {A::dtype, A::itype, A::integer, A::integer}},  // T I SG V
     {Kernel::spmm_heads_narrow, "spmm_heads.hpp", "gnnsparse::spmm_heads_narrow", 4,
+     {A::dtype, A::itype, A::integer, A::integer}},  // T I SG V
+    {Kernel::gatv2_scores_sg, "gatv2.hpp", "gnnsparse::gatv2_scores_sg", 3, {A::dtype, A::itype, A::integer}},  // T I SG
+    {Kernel::gatv2_grad_sg, "gatv2.hpp", "gnnsparse::gatv2_grad_sg", 4,
      {A::dtype, A::itype, A::integer, A::integer}},  // T I SG V
 };
 constexpr bool table_in_order() {
