@@ -7,8 +7,8 @@
 // (row, head), lanes over C in 16-byte vectors, U gathered Y rows in flight. Scores: each lane sums
 // its columns' terms, a butterfly over the group finishes each edge, the group's first lane writes
 // it. Grad: the same walk with per-lane sums of the two outputs (no cross-lane reduction), one
-// pass over the row per G * V columns. One template serves both (GRAD), the row operand and att
-// held in registers when C <= G * V (ONE). Rows longer than kWarpRowMin are taken by the whole
+// pass over the row per G * V columns. One template serves both (GRAD); scores hold the row operand
+// and att in registers when C <= G * V (ONE). Rows longer than kWarpRowMin are taken by the whole
 // warp after its short rows: its 32 / G groups each walk a contiguous slice of the row (scores:
 // each writes its own edges; grad: the slices' sums are merged by a fixed xor-shuffle tree, the
 // lower slice on the left). Every output is one fixed sequence of operations: no atomics,
@@ -248,8 +248,9 @@ void run_gatv2(const Gatv2Args& s, cudaStream_t stream) {
   check_grid(GRAD ? "gatv2_grad" : "gatv2_scores", {p.blocks}, 1);
   dispatch_vec<16 / int(sizeof(T))>(p.vec, [&](auto v) {
     constexpr int V = decltype(v)::value;
-    if (p.one) launch_gatv2<T, I, V, true, GRAD>(p, s, stream);
-    else launch_gatv2<T, I, V, false, GRAD>(p, s, stream);
+    if constexpr (GRAD) launch_gatv2<T, I, V, false, true>(p, s, stream);  // the grad pass ignores ONE
+    else if (p.one) launch_gatv2<T, I, V, true, false>(p, s, stream);
+    else launch_gatv2<T, I, V, false, false>(p, s, stream);
   });
 }
 
