@@ -11,11 +11,15 @@
 // and att in registers when C <= G * V (ONE). Rows longer than kWarpRowMin are taken by the whole
 // warp after its short rows: its 32 / G groups each walk a contiguous slice of the row (scores:
 // each writes its own edges; grad: the slices' sums are merged by a fixed xor-shuffle tree, the
-// lower slice on the left). Every output is one fixed sequence of operations: no atomics,
-// bitwise reproducible.
+// lower slice on the left). Hub rows take the hub pass of segments.cuh: a warp per (segment, head)
+// runs the same agent on each hub piece of the segment (scores write their edges directly, as
+// SDDMM's hub pass does; grad writes each piece's sums into its workspace slot, and
+// hub_combine_kernel<Gatv2Combine> folds a row's slots in segment order). Every output is one
+// fixed sequence of operations: no atomics, bitwise reproducible.
 #include "common.cuh"
 #include "dispatch.cuh"
 #include "policy.cuh"
+#include "segments.cuh"
 #include "gnnsparse/cuda.hpp"
 
 namespace gnnsparse::cuda_detail {
@@ -101,8 +105,10 @@ struct Gatv2Agent {
   // dX[i, h] (and dAtt's row-i partial) from edges [kb, ke) of row i, head h. P > 1: the whole warp
   // calls this, part `lane / G` with its slice [kb, ke); the parts' sums are merged and part 0
   // writes. Every lane of the group (of the warp when P > 1) runs the same column loop.
+  // sink(f, dx, da) stores the sums of columns f .. f + V - 1 (called by the lanes that hold them).
+  template <class Sink>
   __device__ __forceinline__ static void grad(const Args& a, int64_t i, int64_t h, int64_t kb, int64_t ke, int G,
-                                              int sub, int P, int lane) {
+                                              int sub, int P, int lane, Sink&& sink) {
     const T* __restrict__ xrow = a.X + (i * a.H + h) * a.C;
     const T* __restrict__ arow = a.att + h * a.C;
     const int64_t f0 = int64_t(sub) * V, step = int64_t(G) * V;
@@ -151,13 +157,7 @@ struct Gatv2Agent {
           }
         }
       }
-      if (ok && (P == 1 || lane < G)) {  // part 0 writes
-        const int64_t base = (i * a.H + h) * a.C + f;
-        store_vec<T, V>(a.dX + base, dx);
-        if (a.dAtt != nullptr)
-#pragma unroll
-          for (int e = 0; e < V; ++e) a.dAtt[base + e] = static_cast<VT>(da[e]);
-      }
+      if (ok && (P == 1 || lane < G)) sink(f, dx, da);  // part 0 writes
     }
   }
 
@@ -165,10 +165,81 @@ struct Gatv2Agent {
   __device__ __forceinline__ static void run(const Args& a, int64_t item, int64_t kb, int64_t ke, int G, int sub,
                                              int P, int lane) {
     const int64_t i = item / a.H, h = item % a.H;
-    if constexpr (GRAD) grad(a, i, h, kb, ke, G, sub, P, lane);
-    else scores(a, i, h, kb, ke, G, sub, group_mask(G));
+    if constexpr (GRAD) {
+      grad(a, i, h, kb, ke, G, sub, P, lane, [&](int64_t f, const A(&dx)[V], const A(&da)[V]) {
+        const int64_t base = (i * a.H + h) * a.C + f;
+        store_vec<T, V>(a.dX + base, dx);
+        if (a.dAtt != nullptr)
+#pragma unroll
+          for (int e = 0; e < V; ++e) a.dAtt[base + e] = static_cast<VT>(da[e]);
+      });
+    } else {
+      scores(a, i, h, kb, ke, G, sub, group_mask(G));
+    }
   }
 };
+
+// The grad hub pass's state: one partial sum per slot column (dX's H * C columns, then dAtt's).
+template <class T>
+struct Gatv2Combine {
+  using A = typename AccOf<T>::type;
+  using VT = typename ValOf<T>::type;
+  struct Params {
+    const A* __restrict__ ws;
+    T* __restrict__ dX;
+    VT* __restrict__ dAtt;  // or nullptr
+    int64_t HC;
+  };
+  struct Part {
+    A v;
+  };
+  static constexpr int kLoads = 8;  // slots a combine thread loads before folding them
+  __device__ __forceinline__ static int64_t width(const Params& p) { return p.dAtt != nullptr ? 2 * p.HC : p.HC; }
+  __device__ __forceinline__ static Part identity() { return {A(0)}; }
+  __device__ __forceinline__ static Part load(const Params& p, int64_t slot, int64_t cc) {
+    return {p.ws[slot * width(p) + cc]};
+  }
+  __device__ __forceinline__ static void fold(Part& acc, const Part& nx) { acc.v += nx.v; }
+  __device__ __forceinline__ static void write(const Params& p, int64_t r, int64_t cc, const Part& acc, int64_t,
+                                               int64_t) {
+    if (cc < p.HC) p.dX[r * p.HC + cc] = from_acc<T>(acc.v);
+    else p.dAtt[r * p.HC + cc - p.HC] = static_cast<VT>(acc.v);
+  }
+};
+
+// Hub pass: one warp per (segment, head); its 32 / G groups split each hub piece of the segment
+// into contiguous parts. Scores write their edges; grad merges the parts (the agent's shuffle
+// tree) and writes the piece's sums into slot 2 s + slot (row width `slot_width`: dX's H * C
+// columns, then dAtt's when it is wanted).
+template <class T, class I, int V, bool ONE, bool GRAD>
+__global__ void __launch_bounds__(Gatv2Tuning::kBlockThreads)
+gatv2_segment_kernel(typename Gatv2Agent<T, I, V, ONE>::Args a, int G, HubGeometry g,
+                     typename AccOf<T>::type* __restrict__ ws, int64_t slot_width) {
+  using Ag = Gatv2Agent<T, I, V, ONE>;
+  using A = typename Ag::A;
+  if (*g.flag == 0) return;
+  const int64_t item = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  if (item >= g.nsegments * a.H) return;  // whole warps leave together
+  const int64_t s = item / a.H, h = item % a.H;
+  const int lane = threadIdx.x % 32, sub = lane % G, part = lane / G, P = 32 / G;
+  const int64_t HC = a.H * a.C;
+  hub_pieces(a.rowptr, g, s, [&](int slot, int64_t r, int64_t kb, int64_t ke) {
+    const int64_t n = ke - kb, b = kb + n * part / P, e = kb + n * (part + 1) / P;
+    if constexpr (GRAD) {
+      A* __restrict__ w = ws + (s * 2 + slot) * slot_width + h * a.C;
+      const bool att = a.dAtt != nullptr;
+      Ag::grad(a, r, h, b, e, G, sub, P, lane, [&](int64_t f, const A(&dx)[V], const A(&da)[V]) {
+#pragma unroll
+        for (int q = 0; q < V; ++q) {
+          w[f + q] = dx[q];
+          if (att) w[HC + f + q] = da[q];
+        }
+      });
+    } else {
+      Ag::scores(a, r, h, b, e, G, sub, group_mask(G));
+    }
+  });
+}
 
 // Resident blocks asked of the register allocator: the SDDMM dot kernel's numbers.
 template <class T> constexpr int gatv2_min_blocks() {
@@ -176,10 +247,11 @@ template <class T> constexpr int gatv2_min_blocks() {
 }
 
 // One group of G lanes per (row, head) item; with G < 32, rows longer than kWarpRowMin are taken
-// by the whole warp after its short rows (32 / G parts on contiguous slices).
+// by the whole warp after its short rows (32 / G parts on contiguous slices). Hub rows (deg >
+// hub_thr > 0) are left to the hub pass.
 template <class T, class I, int V, bool ONE, bool GRAD>
 __global__ void __launch_bounds__(Gatv2Tuning::kBlockThreads, gatv2_min_blocks<T>())
-gatv2_row_kernel(typename Gatv2Agent<T, I, V, ONE>::Args a, int G) {
+gatv2_row_kernel(typename Gatv2Agent<T, I, V, ONE>::Args a, int G, int64_t hub_thr) {
   using Ag = Gatv2Agent<T, I, V, ONE>;
   const int64_t item = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / G;
   const int sub = threadIdx.x % G, lane = threadIdx.x % 32;
@@ -191,8 +263,9 @@ gatv2_row_kernel(typename Gatv2Agent<T, I, V, ONE>::Args a, int G) {
     ke = __ldg(a.rowptr + i + 1);
   }
   const bool split = G < 32;
-  const bool warp_row = split && ke - kb > Gatv2Tuning::kWarpRowMin;
-  if (item < MH && !warp_row) Ag::template run<GRAD>(a, item, kb, ke, G, sub, 1, lane);
+  const bool hub = hub_thr > 0 && ke - kb > hub_thr;  // left to the hub pass
+  const bool warp_row = split && !hub && ke - kb > Gatv2Tuning::kWarpRowMin;
+  if (item < MH && !warp_row && !hub) Ag::template run<GRAD>(a, item, kb, ke, G, sub, 1, lane);
   if (split) {
     unsigned pending = __ballot_sync(0xffffffffu, warp_row && sub == 0);
     const int P = 32 / G, part = lane / G;
@@ -216,9 +289,23 @@ void launch_gatv2(const Gatv2Plan& p, const Gatv2Args& s, cudaStream_t stream) {
                             static_cast<const T*>(s.X), static_cast<const T*>(s.Y), static_cast<const T*>(s.att),
                             static_cast<const VT*>(s.dS), static_cast<VT*>(s.S), static_cast<T*>(s.dX),
                             static_cast<VT*>(s.dAtt), s.A.M, s.H, s.C, static_cast<A>(s.slope)};
+  constexpr int B = Gatv2Tuning::kBlockThreads;
+  HubWorkspace ws;
+  if (p.hub.seg > 0) {
+    const size_t slots = static_cast<size_t>(p.hub.nsegments) * 2 * static_cast<size_t>(p.slot_width);
+    ws.begin(p.hub, slots * sizeof(A), a.rowptr, s.A.M, s.A.nnz, s.A.max_degree, stream);
+    A* wsv = GRAD ? ws.payload<A>() : nullptr;
+    gatv2_segment_kernel<T, I, V, ONE, GRAD><<<static_cast<unsigned>(p.segment_blocks), B, 0, stream>>>(
+        a, p.group, ws.geometry(), wsv, p.slot_width);
+    GS_LAUNCH_CHECK("gatv2_segment_kernel");
+    if constexpr (GRAD)
+      launch_hub_combine<Gatv2Combine<T>>(p.hub, a.rowptr, ws,
+                                          typename Gatv2Combine<T>::Params{wsv, a.dX, a.dAtt, s.H * s.C}, stream);
+  }
   gatv2_row_kernel<T, I, V, ONE, GRAD>
-      <<<static_cast<unsigned>(p.blocks), Gatv2Tuning::kBlockThreads, 0, stream>>>(a, p.group);
+      <<<static_cast<unsigned>(p.blocks), B, 0, stream>>>(a, p.group, p.hub.row_limit());
   GS_LAUNCH_CHECK(GRAD ? "gatv2_row_kernel (grad)" : "gatv2_row_kernel (scores)");
+  ws.end();
 }
 
 // Checks sizes and pointers; false when there is nothing to compute.
@@ -244,8 +331,10 @@ void run_gatv2(const Gatv2Args& s, cudaStream_t stream) {
   }
   if (!gatv2_has_work(s, GRAD)) return;
   const bool aligned = aligned16(s.X) && aligned16(s.Y) && aligned16(s.att) && (!GRAD || aligned16(s.dX));
-  const Gatv2Plan p = plan_gatv2(s.A.M, s.H, s.C, sizeof(T), aligned);
-  check_grid(GRAD ? "gatv2_grad" : "gatv2_scores", {p.blocks}, 1);
+  const Gatv2Plan p = plan_gatv2(s.A.M, s.A.nnz, s.H, s.C, s.A.max_degree, sizeof(T), aligned, GRAD,
+                                 s.dAtt != nullptr);
+  check_grid(GRAD ? "gatv2_grad" : "gatv2_scores",
+             {p.blocks, p.segment_blocks, p.hub.combine_blocks(), p.hub.map_blocks()}, 1);
   dispatch_vec<16 / int(sizeof(T))>(p.vec, [&](auto v) {
     constexpr int V = decltype(v)::value;
     if constexpr (GRAD) launch_gatv2<T, I, V, false, true>(p, s, stream);  // the grad pass ignores ONE

@@ -180,7 +180,10 @@ inline SpmmPlan plan_spmm_heads(int64_t M, int64_t nnz, int64_t H, int64_t D, in
 // G * V). The group walks its row's edges U at a time (U gathered Y rows in flight); scores end
 // each edge with a butterfly over the group, the backward pass keeps per-lane sums. Rows longer
 // than kWarpRowMin (when G < 32) are taken by the whole warp, its 32 / G groups on contiguous
-// slices of the row; the backward pass merges the slices by a fixed shuffle tree.
+// slices of the row; the backward pass merges the slices by a fixed shuffle tree. Hub rows take
+// the hub pass (segments.cuh): a warp per (segment, head) on each hub piece (scores: written
+// directly, as SDDMM's; grad: pieces into workspace slots of H * C (x2 with dAtt) sums, folded
+// by the combine).
 struct Gatv2Tuning {
   static constexpr int kBlockThreads = 256;
   static constexpr int kUnroll = 4;             // edges whose gathered rows are in flight
@@ -189,10 +192,14 @@ struct Gatv2Tuning {
 struct Gatv2Plan {
   int vec = 1;
   int group = 1;
-  bool one = false;    // C <= G * V
-  int64_t blocks = 0;  // (row, head) groups
+  bool one = false;            // C <= G * V
+  int64_t blocks = 0;          // (row, head) groups
+  SegmentPlan hub;             // grad: slots of slot_width accumulators
+  int64_t slot_width = 0;      // grad: H * C, 2 H * C with dAtt
+  int64_t segment_blocks = 0;  // one warp per (segment, head)
 };
-inline Gatv2Plan plan_gatv2(int64_t M, int64_t H, int64_t C, int elem_bytes, bool aligned) {
+inline Gatv2Plan plan_gatv2(int64_t M, int64_t nnz, int64_t H, int64_t C, int64_t max_deg, int elem_bytes,
+                            bool aligned, bool grad, bool with_att) {
   Gatv2Plan p;
   const int vfull = 16 / elem_bytes;
   p.vec = (aligned && C % vfull == 0) ? vfull : 1;
@@ -201,6 +208,9 @@ inline Gatv2Plan plan_gatv2(int64_t M, int64_t H, int64_t C, int elem_bytes, boo
   p.group = static_cast<int>(std::min<int64_t>(32, pow2ceil(cv)));
   const int64_t groups_per_block = Gatv2Tuning::kBlockThreads / p.group;
   p.blocks = (M * H + groups_per_block - 1) / groups_per_block;
+  p.slot_width = grad ? H * C * (with_att ? 2 : 1) : 0;
+  p.hub = plan_segments(M, nnz, max_deg, hub_threshold(M, nnz), p.slot_width);
+  p.segment_blocks = (p.hub.nsegments * H * 32 + Gatv2Tuning::kBlockThreads - 1) / Gatv2Tuning::kBlockThreads;
   return p;
 }
 

@@ -225,13 +225,23 @@ static void gatv2_plans() {
     const int V = 16 / bytes;
     for (int64_t C : {1, 2, 7, 8, 16, 32, 64, 65, 200, 256, 1000})
       for (bool aligned : {true, false}) {
-        const cd::Gatv2Plan p = cd::plan_gatv2(1000, 3, C, bytes, aligned);
+        const cd::Gatv2Plan p = cd::plan_gatv2(1000, 8000, 3, C, 40, bytes, aligned, true, true);
         const bool pow2 = p.group > 0 && (p.group & (p.group - 1)) == 0 && p.group <= 32;
         const int64_t cover = int64_t(p.group) * p.vec;
         check(pow2 && p.vec == (aligned && C % V == 0 ? V : 1) && p.one == (cover >= C) &&
-                  (p.one || p.group == 32) && p.blocks * (cd::Gatv2Tuning::kBlockThreads / p.group) >= 3000,
+                  (p.one || p.group == 32) && p.blocks * (cd::Gatv2Tuning::kBlockThreads / p.group) >= 3000 &&
+                  p.slot_width == 6 * C && p.hub.seg == 0,
               "plan_gatv2, bytes " + std::to_string(bytes) + " C " + std::to_string(C));
       }
+  }
+  // a hub row: segments cover nnz, a warp per (segment, head), the hub longer than a segment
+  for (int64_t C : {1, 32, 200}) {
+    const cd::Gatv2Plan p = cd::plan_gatv2(1000, 100000, 4, C, 20000, 4, true, true, false);
+    check(p.hub.seg > 0 && p.hub.nsegments * p.hub.seg >= 100000 && p.hub.thr >= p.hub.seg &&
+              p.segment_blocks * (cd::Gatv2Tuning::kBlockThreads / 32) >= p.hub.nsegments * 4 && p.slot_width == 4 * C,
+          "plan_gatv2 hub, C " + std::to_string(C));
+    const cd::Gatv2Plan q = cd::plan_gatv2(1000, 100000, 4, C, -1, 4, true, false, false);
+    check(q.hub.seg > 0 && q.slot_width == 0, "plan_gatv2 scores hub, C " + std::to_string(C));
   }
 }
 
