@@ -359,6 +359,30 @@ def test_cuda_paths(rng, dt, H, C, shape):
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+@pytest.mark.parametrize("hub", [True, False])
+def test_cuda_unknown_max_degree(rng, dt, hub):
+    """The longest row unknown to the plan: the hub pass is armed and its flag kernel decides (a hub
+    row: the segment kernels and the combine run; none: they return at once)."""
+    torch = _cuda_or_skip()
+    from gnnsparse import _core, _cuda_backend
+
+    A0 = _graph(rng, np.int32, M=500, K=400, hub=4000 if hub else 0)
+    A, XL, XR, att, dS = _cuda_case(torch, rng, A0, 4, 32, dt)
+    b = _cuda_backend.backend
+    view = b.view(A.rowptr, A.col, None, A.shape[0], A.shape[1], A.nnz, -1)
+    code = _core.DTYPE[dt][0]
+    S = b.gatv2_scores(view, XR, XL, att, A.nnz, 4, 32, code, SLOPE)
+    dXR, dA = b.gatv2_grad(view, XR, XL, att, dS, A.shape[0], 4, 32, code, SLOPE, True)
+    torch.cuda.synchronize()
+    h = (XL.cpu(), XR.cpu(), att.cpu())
+    _close(_host(S), ref.gatv2_scores(A0, *h, SLOPE), dt)
+    _, want_r, want_att = _ref_grad(A0, *h, dS.cpu())
+    _close(_host(dXR), want_r, dt)
+    _close(_host(dA).sum(0), want_att, dt)
+
+
+@pytest.mark.cuda
 def test_cuda_degenerate_shapes(rng):
     torch = _cuda_or_skip()
     for M, K, deg in ((0, 5, 0.0), (6, 0, 0.0), (6, 5, 0.0), (1, 1, 1.0)):
