@@ -77,7 +77,7 @@ if(NOT GNNSPARSE_SYCL_SPIRV STREQUAL "OFF")
   # gnnsparse/kernels/pvc.gnnbin and loaded on Level Zero pvc devices. Off by default: only Intel
   # GPUs use them, and without them those compile ESIMD kernels at run time (and cache them).
   option(GNNSPARSE_SYCL_PVC "Ship ESIMD SPIR-V and ocloc-built pvc binaries (needs ocloc)" OFF)
-  set(_gs_groups "spmm|spmm.hpp,spmm_heads.hpp,tiles.hpp" "fused_sddmm|fusedmm.hpp,sddmm.hpp")  # packs built in parallel
+  set(_gs_groups "spmm|spmm.hpp,spmm_heads.hpp,tiles.hpp" "fused_sddmm|fusedmm.hpp,sddmm.hpp,gatv2.hpp")  # packs built in parallel
   # the quantized kernels (sycl/quant_policy.hpp lists their instances), a pack of their own
   list(APPEND _gs_groups "quant|quant.hpp,quant_spmm.hpp,quant_sddmm.hpp")
   if(GNNSPARSE_SYCL_PVC)

@@ -243,6 +243,47 @@ inline PanelPlan plan_panel(int64_t M, int64_t K, int64_t C, bool vec, int force
   return p;
 }
 
+// ---- GATv2 scores and their backward pass (gatv2.cu) ------------------------------------------
+// A group of G lanes per (row, head), lanes over C in vectors of V (16 bytes when C % V == 0 and
+// the operands are aligned): G the smallest power of two with G * V >= C, at most 32 (one: the
+// row operand X[i, h] and att[h] are then held in registers; wider heads loop over C in steps of
+// G * V). The group walks its row's edges U at a time (U gathered Y rows in flight); scores end
+// each edge with a butterfly over the group, the backward pass keeps per-lane sums. Rows longer
+// than kWarpRowMin (when G < 32) are taken by the whole warp, its 32 / G groups on contiguous
+// slices of the row; the backward pass merges the slices by a fixed shuffle tree. Hub rows take
+// the hub pass (segments.cuh): a warp per (segment, head) on each hub piece (scores: written
+// directly, as SDDMM's; grad: pieces into workspace slots of H * C (x2 with dAtt) sums, folded
+// by the combine).
+struct Gatv2Tuning {
+  static constexpr int kBlockThreads = 256;
+  static constexpr int kUnroll = 4;             // edges whose gathered rows are in flight
+  static constexpr int64_t kWarpRowMin = 32;    // longer rows get a whole warp
+};
+struct Gatv2Plan {
+  int vec = 1;
+  int group = 1;
+  bool one = false;            // C <= G * V
+  int64_t blocks = 0;          // (row, head) groups
+  SegmentPlan hub;             // grad: slots of slot_width accumulators
+  int64_t slot_width = 0;      // grad: H * C, 2 H * C with dAtt
+  int64_t segment_blocks = 0;  // one warp per (segment, head)
+};
+inline Gatv2Plan plan_gatv2(int64_t M, int64_t nnz, int64_t H, int64_t C, int64_t max_deg, int elem_bytes,
+                            bool aligned, bool grad, bool with_att) {
+  Gatv2Plan p;
+  const int vfull = 16 / elem_bytes;
+  p.vec = (aligned && C % vfull == 0) ? vfull : 1;
+  const int64_t cv = (C + p.vec - 1) / p.vec;
+  p.one = cv <= 32;
+  p.group = static_cast<int>(std::min<int64_t>(32, pow2ceil(cv)));
+  const int64_t groups_per_block = Gatv2Tuning::kBlockThreads / p.group;
+  p.blocks = (M * H + groups_per_block - 1) / groups_per_block;
+  p.slot_width = grad ? H * C * (with_att ? 2 : 1) : 0;
+  p.hub = plan_segments(M, nnz, max_deg, hub_threshold(M, nnz), p.slot_width);
+  p.segment_blocks = (p.hub.nsegments * H * 32 + Gatv2Tuning::kBlockThreads - 1) / Gatv2Tuning::kBlockThreads;
+  return p;
+}
+
 // ---- SDDMM (sddmm.cu) -----------------------------------------------------------------------
 // dot: one group of G lanes per (row, head), lanes split F into vectors; the row operand X[i]
 // is loaded once per batch of U edges, the U gathered Y rows are the traffic, and a transposed

@@ -44,8 +44,10 @@ enum class Kernel : std::uint8_t {
   qfusedmm_sg,         // quant_sddmm.hpp
   esimd_quant_absmax,  // esimd/quantize.hpp
   esimd_quantize,      // esimd/quantize.hpp
+  gatv2_scores_sg,    // gatv2.hpp
+  gatv2_grad_sg,      // gatv2.hpp
 };
-inline constexpr int kKernelCount = 22;
+inline constexpr int kKernelCount = 24;
 
 struct KernelSpec {
   Kernel id;
@@ -93,6 +95,9 @@ inline constexpr KernelSpec kKernels[kKernelCount] = {
     {Kernel::esimd_quant_absmax, "esimd/quantize.hpp", "gnnsparse::esimd::quant_absmax", 1, {A::integer}},  // 0
     {Kernel::esimd_quantize, "esimd/quantize.hpp", "gnnsparse::esimd::quantize", 3,
      {A::integer, A::boolean, A::integer}},  // BITS STOCH NQ
+    {Kernel::gatv2_scores_sg, "gatv2.hpp", "gnnsparse::gatv2_scores_sg", 3, {A::dtype, A::itype, A::integer}},  // T I SG
+    {Kernel::gatv2_grad_sg, "gatv2.hpp", "gnnsparse::gatv2_grad_sg", 4,
+     {A::dtype, A::itype, A::integer, A::integer}},  // T I SG V
 };
 constexpr bool table_in_order() {
   for (int i = 0; i < kKernelCount; ++i)

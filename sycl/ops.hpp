@@ -15,6 +15,8 @@ using Deps = std::vector<sycl::event>;
 
 sycl::event spmm(sycl::queue &q, const SpmmArgs &a, const Deps &deps);
 sycl::event spmm_heads(sycl::queue &q, const SpmmHeadsArgs &a, const Deps &deps);
+sycl::event gatv2_scores(sycl::queue &q, const Gatv2Args &a, const Deps &deps);
+sycl::event gatv2_grad(sycl::queue &q, const Gatv2Args &a, const Deps &deps);
 sycl::event sddmm(sycl::queue &q, const SddmmArgs &a, const Deps &deps);
 sycl::event fusedmm(sycl::queue &q, const FusedArgs &a, const Deps &deps);
 

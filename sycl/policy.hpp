@@ -11,6 +11,8 @@
 //   fusedmm_csr_sg  lanes over D, V features per lane, ntiles tiles of SG * V
 //   spmm_heads_sg / spmm_heads_narrow  spmm_csr_sg / spmm_csr_narrow's schedules over the H * D
 //                   columns of a row, each column weighted by its head's W[k, h]
+//   gatv2_scores_sg / gatv2_grad_sg  a sub-group per (row, head), lanes over the head's channels
+//                   (scores: a butterfly per edge; grad: V channels per lane, tiles of SG * V)
 #pragma once
 #include <algorithm>
 #include <cstddef>
@@ -125,6 +127,22 @@ inline Launch spmm_heads_launch(const DeviceCaps &c, const SpmmHeadsArgs &a) {
     l.rows = l.ntiles == 1 ? spmm_rows_per_subgroup(c, a.A.M) : 1;
     l.global = std::size_t((a.A.M + l.rows - 1) / l.rows * l.ntiles) * sg;
   }
+  finish(c, l);
+  return l;
+}
+
+// Preconditions: M * H > 0, C > 0, dtype float32 or float64. One sub-group per (row, head).
+inline Launch gatv2_launch(const DeviceCaps &c, const Gatv2Args &a, bool grad) {
+  const int sg = int(c.preferred_sg);
+  Launch l;
+  if (grad) {
+    int V;
+    feature_tiles(sg, long(a.C), V, l.ntiles);
+    l.inst = Instance::of(Kernel::gatv2_grad_sg, a.dtype, a.A.itype, sg, V);
+  } else {
+    l.inst = Instance::of(Kernel::gatv2_scores_sg, a.dtype, a.A.itype, sg);
+  }
+  l.global = std::size_t(a.A.M * a.H) * sg;
   finish(c, l);
   return l;
 }
@@ -261,6 +279,8 @@ void for_each_portable_instance(int sg, F &&f) {
       for (int V = 1; V <= kMaxV; V *= 2) f(Instance::of(Kernel::spmm_heads_sg, t, i, sg, V));
       if (sg > 1)
         for (int V = 1; V <= narrow_width(sg - 1); V *= 2) f(Instance::of(Kernel::spmm_heads_narrow, t, i, sg, V));
+      f(Instance::of(Kernel::gatv2_scores_sg, t, i, sg));
+      for (int V = 1; V <= kMaxV; V *= 2) f(Instance::of(Kernel::gatv2_grad_sg, t, i, sg, V));
       if (sg >= 2) f(Instance::of(Kernel::sddmm_dot_sg, t, i, sg));
       if (t == DType::f32)  // the tiled SpMM (spmm_tiles_launch)
         for (Reduce r : {Reduce::sum, Reduce::mean})

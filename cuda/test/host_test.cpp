@@ -1,7 +1,8 @@
 // Host-only checks of the CUDA backend's plumbing (no GPU needed): every row of every code table
 // dispatches to its own type or value and unknown codes throw std::invalid_argument naming the
 // axis; the entry points reject bad codes, sizes and pointers before touching the device; the
-// hub-pass sizing keeps its invariants; spmm_heads' vectors never straddle two heads. Prints
+// hub-pass sizing keeps its invariants; spmm_heads' vectors never straddle two heads; gatv2's
+// groups cover a head's channels. Prints
 // "N passed, M failed" and exits non-zero on failure.
 #include <cstdint>
 #include <cstdio>
@@ -178,6 +179,72 @@ static void entry_points() {
   check_invalid([&] { gs::cuda::spmm_heads(h, nullptr); }, "null pointer", "spmm_heads null W");
 }
 
+// gatv2_scores / gatv2_grad: codes, sizes and pointers are checked before any launch.
+static void gatv2_entry_points() {
+  const int32_t rowptr[3] = {0, 0, 0};
+  float buf[4] = {};
+  gs::Gatv2Args g;
+  g.A.rowptr = rowptr;
+  g.A.M = 0;
+  g.H = 3;
+  g.C = 5;
+  gs::cuda::gatv2_scores(g, nullptr);  // M == 0
+  gs::cuda::gatv2_grad(g, nullptr);
+  check(true, "gatv2 M == 0");
+  g.dtype = gs::DType(7);
+  check_invalid([&] { gs::cuda::gatv2_scores(g, nullptr); }, "dtype code 7", "gatv2_scores dtype");
+  g.dtype = gs::DType::f32;
+  g.A.itype = gs::IType(5);
+  check_invalid([&] { gs::cuda::gatv2_grad(g, nullptr); }, "index type code 5", "gatv2_grad itype");
+  g.A.itype = gs::IType::i32;
+  g.A.M = 2;
+  g.C = -1;
+  check_invalid([&] { gs::cuda::gatv2_scores(g, nullptr); }, "negative size", "gatv2_scores negative C");
+  check_invalid([&] { gs::cuda::gatv2_grad(g, nullptr); }, "negative size", "gatv2_grad negative C");
+  g.C = 0;
+  gs::cuda::gatv2_grad(g, nullptr);  // C == 0: nothing to do
+  check(true, "gatv2_grad C == 0");
+  g.C = 5;
+  gs::cuda::gatv2_scores(g, nullptr);  // no edges: no scores to write
+  check(true, "gatv2_scores nnz == 0");
+  g.X = buf;
+  g.att = buf;
+  check_invalid([&] { gs::cuda::gatv2_grad(g, nullptr); }, "null pointer", "gatv2_grad null dX");
+  g.A.nnz = 3;
+  g.A.col = rowptr;
+  g.Y = buf;
+  g.dX = buf;
+  check_invalid([&] { gs::cuda::gatv2_grad(g, nullptr); }, "null pointer", "gatv2_grad null dS");
+  check_invalid([&] { gs::cuda::gatv2_scores(g, nullptr); }, "null pointer", "gatv2_scores null S");
+}
+
+// plan_gatv2: a group of G lanes (a power of two, at most 32) covers C in one pass exactly when
+// `one`, vectors only when C is a multiple of their width.
+static void gatv2_plans() {
+  for (int bytes : {2, 4, 8}) {
+    const int V = 16 / bytes;
+    for (int64_t C : {1, 2, 7, 8, 16, 32, 64, 65, 200, 256, 1000})
+      for (bool aligned : {true, false}) {
+        const cd::Gatv2Plan p = cd::plan_gatv2(1000, 8000, 3, C, 40, bytes, aligned, true, true);
+        const bool pow2 = p.group > 0 && (p.group & (p.group - 1)) == 0 && p.group <= 32;
+        const int64_t cover = int64_t(p.group) * p.vec;
+        check(pow2 && p.vec == (aligned && C % V == 0 ? V : 1) && p.one == (cover >= C) &&
+                  (p.one || p.group == 32) && p.blocks * (cd::Gatv2Tuning::kBlockThreads / p.group) >= 3000 &&
+                  p.slot_width == 6 * C && p.hub.seg == 0,
+              "plan_gatv2, bytes " + std::to_string(bytes) + " C " + std::to_string(C));
+      }
+  }
+  // a hub row: segments cover nnz, a warp per (segment, head), the hub longer than a segment
+  for (int64_t C : {1, 32, 200}) {
+    const cd::Gatv2Plan p = cd::plan_gatv2(1000, 100000, 4, C, 20000, 4, true, true, false);
+    check(p.hub.seg > 0 && p.hub.nsegments * p.hub.seg >= 100000 && p.hub.thr >= p.hub.seg &&
+              p.segment_blocks * (cd::Gatv2Tuning::kBlockThreads / 32) >= p.hub.nsegments * 4 && p.slot_width == 4 * C,
+          "plan_gatv2 hub, C " + std::to_string(C));
+    const cd::Gatv2Plan q = cd::plan_gatv2(1000, 100000, 4, C, -1, 4, true, false, false);
+    check(q.hub.seg > 0 && q.slot_width == 0, "plan_gatv2 scores hub, C " + std::to_string(C));
+  }
+}
+
 // plan_spmm_heads: 16-byte vectors only when they cannot straddle two heads (D % V == 0).
 static void heads_plans() {
   for (int bytes : {2, 4, 8}) {
@@ -235,6 +302,8 @@ int main() {
   dispatch_tables();
   entry_points();
   heads_plans();
+  gatv2_entry_points();
+  gatv2_plans();
   segment_plans();
   std::printf("%d passed, %d failed\n", g_passed, g_failed);
   return g_failed == 0 ? 0 : 1;

@@ -48,6 +48,22 @@ struct SpmmHeadsArgs {
   Precision precision = Precision::fp32;
 };
 
+// GATv2 scores and their backward pass (ops.hpp, gatv2_scores). scores: S = f(X, Y, att); grad:
+// dX (and dAtt's per-row partials when dAtt is not null) from dS.
+struct Gatv2Args {
+  CsrView A;  // val unused
+  DType dtype = DType::f32;
+  const void *X = nullptr;    // M x H x C, indexed by row
+  const void *Y = nullptr;    // K x H x C, gathered by col
+  const void *att = nullptr;  // H x C
+  double slope = 0.2;         // leaky_relu's negative slope
+  void *S = nullptr;          // scores: nnz x H, edge-value dtype (written)
+  const void *dS = nullptr;   // grad: nnz x H, edge-value dtype (read)
+  void *dX = nullptr;         // grad: M x H x C (written)
+  void *dAtt = nullptr;       // grad: M x H x C, edge-value dtype, or nullptr (not computed)
+  std::int64_t H = 1, C = 1;
+};
+
 struct SddmmArgs {
   CsrView A;  // val unused
   DType dtype = DType::f32;

@@ -39,6 +39,11 @@ void spmm(const SpmmArgs& a, cudaStream_t stream);
 // A.val is unused.
 void spmm_heads(const SpmmHeadsArgs& a, cudaStream_t stream);
 
+// GATv2 scores S (nnz x H) from X, Y, att (gatv2_scores in ops.hpp); and their backward pass:
+// dX and, when a.dAtt is not null, dAtt's per-row partials, from dS.
+void gatv2_scores(const Gatv2Args& a, cudaStream_t stream);
+void gatv2_grad(const Gatv2Args& a, cudaStream_t stream);
+
 // dot: X (M x H x F), Y (K x H x F) -> E (nnz x H).  add: X (M x H), Y (K x H) -> E (nnz x H)
 // (F is ignored for add).
 void sddmm(const SddmmArgs& a, cudaStream_t stream);

@@ -42,6 +42,18 @@
 // fixed edge order (as SpMM sum: bitwise reproducible, no atomics), float32 accumulation for 16-bit
 // features; an empty row gives 0.
 //
+// GATv2 scores (gatv2_scores: the score of torch_geometric's GATv2Conv without the (nnz, H, C)
+// tensor), per stored entry k = (i, j = col[k]) and head h:
+//   S[k, h] = sum_c att[h, c] * lrelu(X[i, h, c] + Y[j, h, c]),  lrelu(z) = z > 0 ? z : slope * z
+// X is M x H x C (the targets' W_r x_i), Y is K x H x C (the sources' W_l x_j), att is H x C in the
+// feature dtype; S is nnz x H in CSR order, in the edge-value dtype (float32 for 16-bit features,
+// which are summed in float32). Its backward pass given dS (nnz x H, edge-value dtype):
+//   dX[i, h, c]   = sum_{k in row i} dS[k, h] * att[h, c] * lrelu'(z),  lrelu'(z) = z > 0 ? 1 : slope
+//   dAtt_i[h, c]  = sum_{k in row i} dS[k, h] * lrelu(z)    (optional: the per-row partial sums of
+//                   dAtt, M x H x C in the edge-value dtype; the caller sums them over i)
+// with z = X[i, h, c] + Y[j, h, c]; an empty row gives 0. dY is the same pass over A^T with X and Y
+// swapped and dS in transpose order. Each output is one fixed sequence of operations (no atomics).
+//
 // Gradients (gnnsparse.torch; each deterministic, composed of the ops above, no atomics):
 //   SpMM sum   dX = A^T dY (A^T built once and cached, values val[perm]); dval[k] = <dY[i], X[j]>
 //              (an SDDMM dot over A's pattern).

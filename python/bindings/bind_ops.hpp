@@ -2,6 +2,8 @@
 //
 //   spmm   (exec, A, dtype, reduce, X, Y, arg, C, precision)
 //   spmm_heads(exec, A, dtype, W, Z, out, H, D, precision)
+//   gatv2_scores(exec, A, dtype, X, Y, att, S, H, C, slope)
+//   gatv2_grad(exec, A, dtype, X, Y, att, dS, dX, dAtt, H, C, slope)
 //   sddmm  (exec, A, dtype, op, X, Y, E, H, F, precision)
 //   fusedmm(exec, A, dtype, op, edge, slope, X, Y, Z, out, E, H, F, D, precision)
 //
@@ -25,7 +27,7 @@ using addr = std::uintptr_t;
 inline const void *cptr(addr p) { return reinterpret_cast<const void *>(p); }
 inline void *mptr(addr p) { return reinterpret_cast<void *>(p); }
 
-// Backend: `using Exec = ...;` and static spmm / spmm_heads / sddmm / fusedmm(Exec&, const XxxArgs&) that
+// Backend: `using Exec = ...;` and static spmm / spmm_heads / gatv2_scores / gatv2_grad / sddmm / fusedmm(Exec&, const XxxArgs&) that
 // release the GIL around the launch.
 template <class Backend>
 void bind_ops(py::module_ &m) {
@@ -49,6 +51,28 @@ void bind_ops(py::module_ &m) {
       },
       py::arg("exec"), py::arg("A"), py::arg("dtype"), py::arg("W"), py::arg("Z"), py::arg("out"), py::arg("H"),
       py::arg("D"), py::arg("precision") = 0);
+  m.def(
+      "gatv2_scores",
+      [](Exec exec, const CsrView &A, int dtype, addr X, addr Y, addr att, addr S, std::int64_t H, std::int64_t C,
+         double slope) {
+        Gatv2Args a;
+        a.A = A, a.dtype = DType(dtype), a.X = cptr(X), a.Y = cptr(Y), a.att = cptr(att), a.slope = slope;
+        a.S = mptr(S), a.H = H, a.C = C;
+        return Backend::gatv2_scores(exec, a);
+      },
+      py::arg("exec"), py::arg("A"), py::arg("dtype"), py::arg("X"), py::arg("Y"), py::arg("att"), py::arg("S"),
+      py::arg("H"), py::arg("C"), py::arg("slope"));
+  m.def(
+      "gatv2_grad",
+      [](Exec exec, const CsrView &A, int dtype, addr X, addr Y, addr att, addr dS, addr dX, addr dAtt, std::int64_t H,
+         std::int64_t C, double slope) {
+        Gatv2Args a;
+        a.A = A, a.dtype = DType(dtype), a.X = cptr(X), a.Y = cptr(Y), a.att = cptr(att), a.slope = slope;
+        a.dS = cptr(dS), a.dX = mptr(dX), a.dAtt = mptr(dAtt), a.H = H, a.C = C;
+        return Backend::gatv2_grad(exec, a);
+      },
+      py::arg("exec"), py::arg("A"), py::arg("dtype"), py::arg("X"), py::arg("Y"), py::arg("att"), py::arg("dS"),
+      py::arg("dX"), py::arg("dAtt"), py::arg("H"), py::arg("C"), py::arg("slope"));
   m.def(
       "sddmm",
       [](Exec exec, const CsrView &A, int dtype, int op, addr X, addr Y, addr E, std::int64_t H, std::int64_t F,

@@ -26,6 +26,14 @@ struct CudaBackend {
     py::gil_scoped_release nogil;
     gs::cuda::spmm_heads(a, stream(s));
   }
+  static void gatv2_scores(Exec& s, const gs::Gatv2Args& a) {
+    py::gil_scoped_release nogil;
+    gs::cuda::gatv2_scores(a, stream(s));
+  }
+  static void gatv2_grad(Exec& s, const gs::Gatv2Args& a) {
+    py::gil_scoped_release nogil;
+    gs::cuda::gatv2_grad(a, stream(s));
+  }
   static void sddmm(Exec& s, const gs::SddmmArgs& a) {
     py::gil_scoped_release nogil;
     gs::cuda::sddmm(a, stream(s));

@@ -58,6 +58,12 @@ struct SyclBackend {
   static sycl::event spmm_heads(Exec &x, const gnnsparse::SpmmHeadsArgs &a) {
     return submit_and_notify([&] { return rt::spmm_heads(x.first, a, x.second); });
   }
+  static sycl::event gatv2_scores(Exec &x, const gnnsparse::Gatv2Args &a) {
+    return submit_and_notify([&] { return rt::gatv2_scores(x.first, a, x.second); });
+  }
+  static sycl::event gatv2_grad(Exec &x, const gnnsparse::Gatv2Args &a) {
+    return submit_and_notify([&] { return rt::gatv2_grad(x.first, a, x.second); });
+  }
   static sycl::event sddmm(Exec &x, const gnnsparse::SddmmArgs &a) {
     return submit_and_notify([&] { return rt::sddmm(x.first, a, x.second); });
   }
@@ -148,6 +154,10 @@ PYBIND11_MODULE(_sycl, m) {
                 for (long h : {1L, 3L, 4L}) {  // width = D
                   gnnsparse::SpmmHeadsArgs a{A, t, &dummy, &dummy, &dummy, h, width};
                   check(rt::spmm_heads_launch(caps, a));
+                  gnnsparse::Gatv2Args g;  // width = C
+                  g.A = A, g.dtype = t, g.H = h, g.C = width;
+                  check(rt::gatv2_launch(caps, g, false));
+                  check(rt::gatv2_launch(caps, g, true));
                 }
                 for (gnnsparse::SddmmOp op : rt::kSddmmOps) {
                   gnnsparse::SddmmArgs a{A, t, op, &dummy, &dummy, &dummy, 2, width};

@@ -6,6 +6,7 @@
     E = gs.sddmm(A, X, X, op="dot")
     out = gs.fusedmm(A, X, X, Z, edge="softmax")
     out = gs.spmm_heads(A, W, Z)              # W (nnz, H) weights per edge and head, Z (K, H, D)
+    S = gs.gatv2_scores(A, XL, XR, att)       # GATv2's scores (nnz, H), no (nnz, H, C) tensor
 
 Backends are imported lazily, so the CUDA path works without dpctl and the SYCL path without torch.
 """
@@ -32,11 +33,11 @@ from . import reference  # noqa: E402
 from ._backends import BackendUnavailable, available_backends  # noqa: E402
 from ._csr import CSR  # noqa: E402
 from ._graph import GraphMethods, as_graph  # noqa: E402
-from ._ops import fusedmm, sddmm, spmm, spmm_heads  # noqa: E402
+from ._ops import fusedmm, gatv2_scores, sddmm, spmm, spmm_heads  # noqa: E402
 from ._reorder import inverse_permutation, permute, unpermute  # noqa: E402
 from . import quant  # noqa: E402
 from .quant import QTensor, dequantize, quantize  # noqa: E402
 
 __version__ = "0.1.0"
-__all__ = ["CSR", "GraphMethods", "as_graph", "spmm", "spmm_heads", "sddmm", "fusedmm", "permute", "unpermute", "inverse_permutation", "reference", "available_backends", "BackendUnavailable",
+__all__ = ["CSR", "GraphMethods", "as_graph", "spmm", "spmm_heads", "gatv2_scores", "sddmm", "fusedmm", "permute", "unpermute", "inverse_permutation", "reference", "available_backends", "BackendUnavailable",
            "quant", "quantize", "dequantize", "QTensor"]

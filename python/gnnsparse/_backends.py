@@ -63,6 +63,12 @@ class Backend(Protocol):
     def spmm_heads(self, A, W, Z, M: int, H: int, D: int, dtype: int):
         """Out (M, H, D): W (nnz, H) in the edge-value dtype, Z (K, H, D); A's values unused."""
 
+    def gatv2_scores(self, A, X, Y, att, nnz: int, H: int, C: int, dtype: int, slope: float):
+        """S (nnz, H) in the edge-value dtype: X (M, H, C) by row, Y (K, H, C) by column, att (H, C)."""
+
+    def gatv2_grad(self, A, X, Y, att, dS, M: int, H: int, C: int, dtype: int, slope: float, want_att: bool):
+        """(dX (M, H, C), dAtt's per-row partials (M, H, C) in the edge-value dtype, or None)."""
+
     def sddmm(self, A, X, Y, nnz: int, H: int, F: int, dtype: int, op: int, precision: int): ...
 
     def fusedmm(self, A, X, Y, Z, M: int, H: int, F: int, D: int, dtype: int, op: int, edge: int,

@@ -177,6 +177,20 @@ class CudaBackend:
         _launch(run, _ext.spmm_heads, A, dtype, run.addr(W), run.addr(Z), run.addr(out), H, D, 0)
         return out
 
+    def gatv2_scores(self, A, X, Y, att, nnz, H, C, dtype, slope):
+        run = _run(X)
+        S = _empty_as(run, (nnz, H), _edge_dtype(X))
+        _launch(run, _ext.gatv2_scores, A, dtype, run.addr(X), run.addr(Y), run.addr(att), run.addr(S), H, C, slope)
+        return S
+
+    def gatv2_grad(self, A, X, Y, att, dS, M, H, C, dtype, slope, want_att):
+        run = _run(X)
+        dX = run.empty((M, H, C), X)
+        dAtt = _empty_as(run, (M, H, C), _edge_dtype(X)) if want_att else None
+        _launch(run, _ext.gatv2_grad, A, dtype, run.addr(X), run.addr(Y), run.addr(att), run.addr(dS), run.addr(dX),
+                run.addr(dAtt), H, C, slope)
+        return dX, dAtt
+
     def sddmm(self, A, X, Y, nnz, H, F, dtype, op, precision):
         run = _run(X)
         E = run.empty((nnz, H), X)
@@ -230,6 +244,12 @@ class CudaBackend:
         _launch(run, _ext.qfusedmm, A, op, edge, slope, run.addr(X), run.addr(xs), xbits, run.addr(Y), run.addr(ys),
                 ybits, run.addr(Z), run.addr(zs), zbits, H, F, D, run.addr(out), run.addr(E))
         return out, E
+
+
+def _edge_dtype(X) -> str:
+    """The edge-value dtype for features X: theirs, float32 for 16-bit ones (ops.hpp)."""
+    name = str(X.dtype).replace("torch.", "")
+    return "float32" if name in ("float16", "bfloat16") else name
 
 
 def _empty_as(run, shape, dtype: str):

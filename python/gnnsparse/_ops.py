@@ -1,6 +1,6 @@
 """The one frontend: the public ops, and the argument checks every path shares.
 
-Every op has one checking function (`check_spmm`, `check_spmm_heads`, `check_sddmm`,
+Every op has one checking function (`check_spmm`, `check_spmm_heads`, `check_gatv2`, `check_sddmm`,
 `check_fusedmm`) that the float
 ops below, the quantized ops (gnnsparse.quant) and the torch layer (gnnsparse.torch.functional)
 all call; the dtype and same-device checks (`dense_dtype`, `same_place`) and the backend lookup
@@ -43,6 +43,8 @@ class TorchLayer(Protocol):
     def spmm(self, A, X, reduce: str, return_arg: bool, *, precision: str): ...
 
     def spmm_heads(self, A, W, Z): ...
+
+    def gatv2_scores(self, A, XL, XR, att, slope: float): ...
 
     def sddmm(self, A, X, Y, op: str, *, precision: str): ...
 
@@ -161,6 +163,32 @@ def check_spmm_heads(shape, nnz, w_shape, z_shape) -> HeadsCall:
         raise ValueError(f"W has shape {sw} but must be ({nnz}, {sz[1]}): one weight per stored entry of A "
                          f"(CSR order) and head of Z")
     return HeadsCall(M, K, sz[1], sz[2])
+
+
+class Gatv2Call(NamedTuple):
+    M: int
+    K: int
+    H: int
+    C: int
+
+
+def check_gatv2(shape, xl_shape, xr_shape, att_shape) -> Gatv2Call:
+    """gatv2_scores of an M x K matrix (targets x sources): XL (K, H, C), XR (M, H, C), att (H, C)
+    or PyG's (1, H, C)."""
+    M, K = shape
+    sl, sr, sa = tuple(xl_shape), tuple(xr_shape), tuple(att_shape)
+    if len(sl) != 3 or len(sr) != 3:
+        raise ValueError(f"gatv2_scores takes XL of shape (K, H, C) and XR of shape (M, H, C), got {sl} and {sr}")
+    if sl[0] != K:
+        raise ValueError(f"XL has shape {sl} but A is {M} x {K}: XL needs {K} rows (one per source)")
+    if sr[0] != M:
+        raise ValueError(f"XR has shape {sr} but A is {M} x {K}: XR needs {M} rows (one per target)")
+    if sl[1:] != sr[1:]:
+        raise ValueError(f"XL has shape {sl} and XR {sr}: they need the same heads and channels")
+    H, C = sl[1], sl[2]
+    if sa not in ((H, C), (1, H, C)):
+        raise ValueError(f"att has shape {sa} but must be ({H}, {C}) (or (1, {H}, {C})): one weight per head and channel")
+    return Gatv2Call(M, K, H, C)
 
 
 class SddmmCall(NamedTuple):
@@ -353,6 +381,68 @@ def launch_spmm_heads(A: CSR, W, Z):
     view = A._view(b, place, Z, None)
     out = b.spmm_heads(view, W, Z, c.M, c.H, c.D, _DTYPE[dt][0])
     return wrap_like(Z0, Z, out)[0]
+
+
+# ---------------------------------------------------------------- GATv2 scores
+def gatv2_scores(A: CSR, XL, XR, att, slope: float = 0.2):
+    """GATv2's attention scores (Brody et al.; semantics: include/gnnsparse/ops.hpp), for every stored
+    entry k = (i, j) of A in CSR order and head h:
+
+        S[k, h] = sum_c att[h, c] * leaky_relu(XL[j, h, c] + XR[i, h, c], slope)
+
+    without forming the (nnz, H, C) sums. XL (K, H, C) are the sources' features (PyG's W_l x_j),
+    XR (M, H, C) the targets' (W_r x_i), att (H, C) or (1, H, C), one dtype on one device. S is
+    (nnz, H) in the edge-value dtype (XL's, float32 for float16 / bfloat16 inputs, which are summed
+    in float32). A's values are not used. Torch inputs that require grad get a backward pass
+    (gnnsparse.torch must be imported).
+    """
+    if not isinstance(A, CSR):
+        check_csr(A)  # raises
+    if _torch_route(XL, (XR, att)):
+        return torch_layer("gnnsparse.gatv2_scores on a tensor that requires grad").gatv2_scores(A, XL, XR, att,
+                                                                                                   slope)
+    return launch_gatv2_scores(A, XL, XR, att, slope)
+
+
+def _gatv2_inputs(A: CSR, X, Y, att, xname, yname):
+    """(backend, place, X, Y, att, dtype name, Gatv2Call over A with rows X and columns Y), checked."""
+    b = backend_of(A, X, xname)
+    X, dt = _dense(b, xname, X)
+    Y, _ = _dense(b, yname, Y, dt)
+    att, _ = _dense(b, "att", att, dt)
+    c = check_gatv2(A.shape, Y.shape, X.shape, att.shape)
+    place = b.place(X)
+    same_place(b, place, first=xname, **{yname: Y, "att": att})
+    return b, place, X, Y, att, dt, c
+
+
+def launch_gatv2_scores(A: CSR, XL, XR, att, slope):
+    """The call on XL's backend: dtypes and device, check_gatv2, the CSR's view, the kernel. The torch
+    layer's op runs its forward pass through here too."""
+    XR0 = XR
+    b, place, XR, XL, att, dt, c = _gatv2_inputs(A, XR, XL, att, "XR", "XL")
+    view = A._view(b, place, XR, None)
+    S = b.gatv2_scores(view, XR, XL, shaped(att, (c.H, c.C)), A.nnz, c.H, c.C, _DTYPE[dt][0], float(slope))
+    return wrap_like(XR0, XR, S)[0]
+
+
+def launch_gatv2_grad(A: CSR, X, Y, att, dS, slope, want_att: bool):
+    """The backward pass of gatv2_scores over A (rows: X's nodes, columns: Y's): (dX, dAtt_rows),
+    dX (M, H, C) = sum over row i of dS[k, h] att[h] leaky_relu'(z), dAtt_rows (M, H, C) its
+    per-row sums of dS[k, h] leaky_relu(z) in the edge-value dtype (None unless want_att; sum them
+    over axis 0 for dAtt). dS is (nnz, H) in A's CSR order. The gradient for the sources is the same
+    call over A^T with X and Y swapped and dS in A^T's order."""
+    X0 = X
+    b, place, X, Y, att, dt, c = _gatv2_inputs(A, X, Y, att, "X", "Y")
+    if tuple(_arrays.shape_of(dS)) != (A.nnz, c.H):
+        raise ValueError(f"dS has shape {tuple(_arrays.shape_of(dS))} but must be ({A.nnz}, {c.H})")
+    same_place(b, place, first="X", dS=dS)
+    ddt, vdt = _arrays.dtype_name(dS), _val_dtype_for(dt)
+    dS = b.prepare(dS if ddt == vdt else _astype(dS, vdt))
+    view = A._view(b, place, X, None)
+    dX, dA = b.gatv2_grad(view, X, Y, shaped(att, (c.H, c.C)), dS, c.M, c.H, c.C, _DTYPE[dt][0], float(slope),
+                          bool(want_att))
+    return wrap_like(X0, X, dX, dA)
 
 
 # ---------------------------------------------------------------- sddmm

@@ -169,6 +169,20 @@ class SyclBackend:
         ev = _ext().spmm_heads(c.exec(), A, dtype, c.addr(W), c.addr(Z), _addr(out), H, D, 0)
         return c.finish(ev, A, out)[0]
 
+    def gatv2_scores(self, A, X, Y, att, nnz, H, C, dtype, slope):
+        c = _Call(self, X)
+        S = c.empty((nnz, H), X.dtype)
+        ev = _ext().gatv2_scores(c.exec(), A, dtype, c.addr(X), c.addr(Y), c.addr(att), _addr(S), H, C, slope)
+        return c.finish(ev, A, S)[0]
+
+    def gatv2_grad(self, A, X, Y, att, dS, M, H, C, dtype, slope, want_att):
+        c = _Call(self, X)
+        dX = c.empty((M, H, C), X.dtype)
+        dAtt = c.empty((M, H, C), X.dtype) if want_att else None
+        ev = _ext().gatv2_grad(c.exec(), A, dtype, c.addr(X), c.addr(Y), c.addr(att), c.addr(dS), _addr(dX),
+                               0 if dAtt is None else _addr(dAtt), H, C, slope)
+        return c.finish(ev, A, dX, dAtt)
+
     def sddmm(self, A, X, Y, nnz, H, F, dtype, op, precision):
         c = _Call(self, X)
         E = c.empty((nnz, H), X.dtype)

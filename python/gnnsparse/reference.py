@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["spmm", "spmm_heads", "sddmm", "fusedmm", "edge_rows"]
+__all__ = ["spmm", "spmm_heads", "gatv2_scores", "sddmm", "fusedmm", "edge_rows"]
 
 
 def _host(a):
@@ -80,6 +80,20 @@ def spmm_heads(A, W, Z, dtype=np.float64):
     if W.size:
         np.add.at(out, edge_rows(A), W[:, :, None] * Z[col])
     return out
+
+
+def gatv2_scores(A, XL, XR, att, slope: float = 0.2, dtype=np.float64):
+    """S[k, h] = sum_c att[h, c] * leaky_relu(XL[col k, h, c] + XR[i, h, c], slope) for each stored
+    entry k = (i, col k) in CSR order: XL (K, H, C), XR (M, H, C), att (H, C) or (1, H, C) -> (nnz, H)."""
+    XL = np.asarray(_host(XL), dtype=dtype)
+    XR = np.asarray(_host(XR), dtype=dtype)
+    M, K = A.shape
+    col = _host(A.col).astype(np.int64)
+    if XL.ndim != 3 or XR.ndim != 3 or XL.shape[0] != K or XR.shape[0] != M or XL.shape[1:] != XR.shape[1:]:
+        raise ValueError(f"XL {XL.shape} and XR {XR.shape} do not fit A ({M} x {K})")
+    att = np.asarray(_host(att), dtype=dtype).reshape(XL.shape[1:])
+    z = XL[col] + XR[edge_rows(A)]
+    return (np.where(z > 0, z, z * slope) * att).sum(-1)
 
 
 def sddmm(A, X, Y, op: str = "dot", dtype=np.float64):

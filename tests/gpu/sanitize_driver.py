@@ -10,6 +10,8 @@ Coverage (per dtype x index type in FULL_PAIRS; a smaller set for the other pair
          column blocks (wide C); empty rows, nnz = 0, M = 0.
   SpMM with per-(edge, head) weights (spmm_heads): hub rows, vector and scalar loads, whole-warp
          rows, edge-split groups, several column blocks, nnz = 0, M = 0.
+  GATv2 scores and their backward pass (gatv2_scores, gatv2_grad): vector and scalar loads, one
+         vector per lane and the column loop, whole-warp rows, nnz = 0, M = 0.
   SDDMM  dot (vector and scalar loads, 1 and several heads), add (1-D and heads).
   FusedMM dot / add x none / leaky_relu / exp / softmax, on the hub graph (segment + combine
          kernels) and on a plain graph, edge values returned and not, vector and scalar loads.
@@ -141,6 +143,29 @@ class Driver:
         self.check(f"spmm_heads {g} {dtype} {itype} H={H} D={D} aligned={aligned}", self.host(out),
                    self.ref.spmm_heads(_ns(rowptr, col, None, shape), self.host(W), self.host(Z)), dtype)
 
+    def gatv2(self, g, dtype, itype, H, C, *, aligned=True):
+        from gnnsparse import _ops
+
+        A, (rowptr, col, v, shape) = self.csr(g, itype, False, dtype)
+        M, K = shape
+        XL = self.dense((K, H, C), dtype, aligned=aligned)
+        XR, att = self.dense((M, H, C), dtype), self.dense((H, C), dtype)
+        dS = self.dense((len(col), H), "float32" if dtype in ("float16", "bfloat16") else dtype)
+        R = _ns(rowptr, col, None, shape)
+        self.calls += 2
+        what = f"{g} {dtype} {itype} H={H} C={C} aligned={aligned}"
+        S = self.gs.gatv2_scores(A, XL, XR, att)
+        xl, xr, a, ds = (self.host(t) for t in (XL, XR, att, dS))
+        self.check(f"gatv2_scores {what}", self.host(S), self.ref.gatv2_scores(R, xl, xr, a), dtype)
+        dXR, dA = _ops.launch_gatv2_grad(A, XR, XL, att, dS, 0.2, True)
+        rows = self.ref.edge_rows(R)
+        z = xl[col.astype(np.int64)] + xr[rows]
+        g_ = np.where(z > 0, ds[:, :, None], 0.2 * ds[:, :, None])
+        want = np.zeros(xr.shape)
+        np.add.at(want, rows, g_ * a)
+        self.check(f"gatv2_grad dX {what}", self.host(dXR), want, dtype)
+        self.check(f"gatv2_grad dAtt {what}", self.host(dA).sum(0), (g_ * z).sum(0), dtype)
+
     def sddmm(self, g, dtype, itype, op, shape_x, *, aligned=True):
         A, (rowptr, col, v, shape) = self.csr(g, itype, False, dtype)
         M, K = shape
@@ -190,6 +215,11 @@ class Driver:
         self.spmm_heads("dense", dtype, itype, 1, V)                     # narrow, edge split
         for g in ("empty_rows", "no_rows"):
             self.spmm_heads(g, dtype, itype, 2, 3)
+        self.gatv2("hub", dtype, itype, 4, 8 * V // 4)                   # vector loads, one vector a lane
+        self.gatv2("skew", dtype, itype, 3, 7, aligned=False)           # scalar loads, warp rows
+        self.gatv2("dense", dtype, itype, 2, 40 * V)                    # the column loop
+        for g in ("empty_rows", "no_rows"):
+            self.gatv2(g, dtype, itype, 2, 3)
         self.sddmm("hub", dtype, itype, "dot", (2 * V,))
         self.sddmm("dense", dtype, itype, "dot", (2, 7), aligned=False)
         self.sddmm("hub", dtype, itype, "dot", (3, 40))
@@ -209,6 +239,7 @@ class Driver:
         self.spmm("hub", dtype, itype, "sum", 4 * V)
         self.spmm("hub", dtype, itype, "max", 3, arg=True)
         self.spmm_heads("hub", dtype, itype, 4, 2 * V)
+        self.gatv2("hub", dtype, itype, 4, 2 * V)
         self.sddmm("hub", dtype, itype, "dot", (2 * V,))
         self.fusedmm("hub", dtype, itype, "dot", "softmax", 2 * V, edges=True, F=2 * V)
 

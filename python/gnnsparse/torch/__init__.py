@@ -19,14 +19,14 @@ from .. import _ops as _frontend
 from . import functional as _functional
 from ._library import EDGE_FUNCTIONS, fusedmm_backward_mode, kernel_has_edge, set_fusedmm_backward
 from .accelerate import AccelerateReport, accelerate
-from .functional import edge_softmax, fusedmm, gcn_norm, sddmm, spmm, spmm_heads
+from .functional import edge_softmax, fusedmm, gatv2_scores, gcn_norm, sddmm, spmm, spmm_heads
 from .graph import GraphTensors, as_graph_tensors, from_edge_index, graph_tensors, self_loops
 
 # The core's frontend (gnnsparse._ops) hands torch calls that need a backward node (or run under
 # torch.compile) to this layer's ops: registered here, so the core never imports this package.
 _frontend.register_torch_layer(_functional)
 
-__all__ = ["spmm", "sddmm", "fusedmm", "spmm_heads", "edge_softmax", "gcn_norm", "GraphTensors", "graph_tensors",
+__all__ = ["spmm", "sddmm", "fusedmm", "spmm_heads", "gatv2_scores", "edge_softmax", "gcn_norm", "GraphTensors", "graph_tensors",
            "as_graph_tensors", "from_edge_index", "self_loops", "set_fusedmm_backward", "fusedmm_backward_mode",
            "kernel_has_edge", "EDGE_FUNCTIONS", "accelerate", "AccelerateReport", "nn"]
 

@@ -15,13 +15,17 @@ What each layer materializes (nnz = edges after self loops, H heads, C channels 
 - TransformerConv with edge_dim: lin_edge(edge_attr), (nnz, H, C), as PyG; it enters the scores
   as an SDDMM over the (target x edge) pattern and the values as an spmm_heads over that pattern,
   so no gathered query or value per edge is formed beside it.
-- GATv2Conv: the score a . leaky_relu(W_l x_j + W_r x_i [+ W_e e_ij]) is computed by
-  _GATv2Scores in chunks of edges (peak O(chunk x H x C), see GATv2Conv.chunk_elements), saving
-  only its inputs; the backward recomputes each chunk once. Materialized: the scores and the
-  attention weights (nnz, H) each, the edge features in CSR order (nnz x edge_dim) when given, and
-  per graph the chunk plan (index arrays of about 3 x nnz entries, kept with the graph); the softmax
-  and the aggregation are edge_softmax + spmm_heads (the kernels' fused softmax takes its scores
-  from an SDDMM of node vectors, which GATv2's score is not).
+- GATv2Conv without edge features: the score a . leaky_relu(W_l x_j + W_r x_i) is one
+  gatv2_scores kernel (forward; backward: one kernel over the graph for the targets and att,
+  one over its transpose for the sources), nothing of size (nnz, H, C) in either pass.
+  Materialized: the scores and the attention weights (nnz, H) each, and in backward the per-target
+  partial sums of d att (N_target, H, C), summed by torch. With edge_dim edge features the score
+  also has W_e e_ij, which the kernel does not take: _GATv2Scores then runs in chunks of edges (peak
+  O(chunk x H x C), see GATv2Conv.chunk_elements), saving only its inputs, the backward recomputing
+  each chunk once; it also keeps the edge features in CSR order (nnz x edge_dim) and per graph the
+  chunk plan (index arrays of about 3 x nnz entries). The softmax and the aggregation are
+  edge_softmax + spmm_heads (the kernels' fused softmax takes its scores from an SDDMM of node
+  vectors, which GATv2's score is not).
 """
 from __future__ import annotations
 
@@ -391,13 +395,15 @@ class GATv2Conv(torch.nn.Module):
     torch_geometric.nn.GATv2Conv: alpha_ij = softmax_j(a . leaky_relu(W_l x_j + W_r x_i [+ W_e e_ij])),
     out_i = sum_j alpha_ij W_l x_j per head, heads concatenated or averaged, + residual, + bias.
 
-    The scores run in chunks of about `chunk_elements` / (heads * out_channels) edges (a class
-    attribute; set it on an instance to trade memory for fewer launches), forward and backward,
-    so no (edges x heads x channels) tensor is formed; the scores and the attention weights
-    (edges x heads) are. Gradients are reduced onto nodes by SpMM, deterministically.
+    Without edge features the scores are one gatv2_scores kernel (gnnsparse.torch.gatv2_scores),
+    forward and backward. With edge_dim they run in chunks of about `chunk_elements` /
+    (heads * out_channels) edges (a class attribute; set it on an instance to trade memory for
+    fewer launches), forward and backward. Either way no (edges x heads x channels) tensor is
+    formed; the scores and the attention weights (edges x heads) are. Gradients are reduced onto
+    nodes without atomics (the kernel's fixed edge order, or SpMM), deterministically.
     """
 
-    chunk_elements: Optional[int] = None  # None: 2**24 on GPUs, 2**20 on the CPU device
+    chunk_elements: Optional[int] = None  # with edge_dim; None: 2**24 on GPUs, 2**20 on the CPU device
 
     def __init__(self, in_channels: Union[int, Tuple[int, int]], out_channels: int, heads: int = 1,
                  concat: bool = True, negative_slope: float = 0.2, dropout: float = 0.0, add_self_loops: bool = True,
@@ -478,9 +484,12 @@ class GATv2Conv(torch.nn.Module):
             if self.add_self_loops:
                 attr = _attr_with_loops(g, g0, attr, self.fill_value)
             attr, w = attr.to(x_l.dtype).contiguous(), self.lin_edge.weight
-        chunk = self.chunk_elements or (1 << 24 if g.device.type == "cuda" else 1 << 20)
-        plan = _chunk_plan(g, max(1, int(chunk) // (H * C)))
-        s = _GATv2Scores.apply(x_l, x_r, self.att, attr, w, g.col, g.rows, plan, float(self.negative_slope))
+        if attr is None:
+            s = gf.gatv2_scores(g, x_l, x_r, self.att, float(self.negative_slope))
+        else:
+            chunk = self.chunk_elements or (1 << 24 if g.device.type == "cuda" else 1 << 20)
+            plan = _chunk_plan(g, max(1, int(chunk) // (H * C)))
+            s = _GATv2Scores.apply(x_l, x_r, self.att, attr, w, g.col, g.rows, plan, float(self.negative_slope))
         alpha = F.dropout(_softmax(g, s), p=self.dropout, training=self.training)
         out = gf.spmm_heads(g, alpha, x_l)
         out = out.reshape(-1, H * C) if self.concat else out.mean(1)

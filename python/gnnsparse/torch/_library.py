@@ -16,6 +16,9 @@ Gradients (the rules next to the forward contract in include/gnnsparse/ops.hpp):
   sddmm dot    dX[i, h] = sum_k dE[k, h] Y[j, h], dY[j, h] = sum_k dE[k, h] X[i, h]
   sddmm add    dX[i, h] = sum_{k in row i} dE[k, h], dY[j, h] = sum_{k in column j} dE[k, h]
   spmm_heads   Out[i, h] = sum_k W[k, h] Z[j, h]: dW = sddmm_dot(dOut, Z), dZ = spmm_heads(A^T, W[t_perm], dOut)
+  gatv2_scores S[k, h] = sum_c att[h, c] lrelu(XL[j, h, c] + XR[i, h, c]): one grad kernel over A gives
+               dXR and the per-row partials of dAtt (summed by torch.sum), the same kernel over A^T
+               (XL and XR swapped, dS[t_perm]) gives dXL
   edge_softmax P = softmax over each row of S: dS = P * (dP - sum_row(P * dP))
   fusedmm      w = f(e) * val, Out = sum_k w Z[j]: dZ from w, dw = sddmm_dot(dOut, Z), then f's
                derivative (softmax as above; leaky_relu needs the sign of e, recomputed by SDDMM)
@@ -325,6 +328,60 @@ def _spmm_heads_backward(ctx, dOut):
 
 
 spmm_heads_op.register_autograd(_spmm_heads_backward, setup_context=_spmm_heads_setup)
+
+
+# ---------------------------------------------------------------- GATv2 scores
+def _edge_dtype(X: Tensor) -> torch.dtype:
+    return X.dtype if X.dtype in (torch.float32, torch.float64) else torch.float32
+
+
+@torch.library.custom_op("gnnsparse::gatv2_scores", mutates_args=())
+def gatv2_scores_op(rowptr: Tensor, col: Tensor, t_rowptr: Optional[Tensor], t_col: Optional[Tensor],
+                    t_perm: Optional[Tensor], XL: Tensor, XR: Tensor, att: Tensor, slope: float) -> Tensor:
+    return _ops.launch_gatv2_scores(_csr(rowptr, col, None, XL.shape[0]), XL, XR, att, slope)
+
+
+@gatv2_scores_op.register_fake
+def _(rowptr, col, t_rowptr, t_col, t_perm, XL, XR, att, slope):
+    return XL.new_empty((col.shape[0], XL.shape[1]), dtype=_edge_dtype(XL))
+
+
+@torch.library.custom_op("gnnsparse::gatv2_grad", mutates_args=())
+def gatv2_grad_op(rowptr: Tensor, col: Tensor, X: Tensor, Y: Tensor, att: Tensor, dS: Tensor, slope: float,
+                  want_att: bool) -> tuple[Tensor, Tensor]:
+    """(dX, dAtt's per-row partials) of gatv2_scores over the pattern (rowptr, col) whose rows are X's
+    nodes; the partials are an empty tensor unless want_att."""
+    dX, dA = _ops.launch_gatv2_grad(_csr(rowptr, col, None, Y.shape[0]), X, Y, att, dS, slope, want_att)
+    return dX, (dA if dA is not None else X.new_empty((0,), dtype=_edge_dtype(X)))
+
+
+@gatv2_grad_op.register_fake
+def _(rowptr, col, X, Y, att, dS, slope, want_att):
+    return X.new_empty(X.shape), X.new_empty(X.shape if want_att else (0,), dtype=_edge_dtype(X))
+
+
+def _gatv2_setup(ctx, inputs, output):
+    rowptr, col, t_rowptr, t_col, t_perm, XL, XR, att, slope = inputs
+    ctx.slope = slope
+    ctx.save_for_backward(rowptr, col, t_rowptr, t_col, t_perm, XL, XR, att)
+
+
+def _gatv2_backward(ctx, dS):
+    rowptr, col, t_rowptr, t_col, t_perm, XL, XR, att = ctx.saved_tensors
+    dXL = dXR = datt = None
+    dS = dS.to(_edge_dtype(XL)).contiguous()
+    want_r, want_att = _need(ctx, 6), _need(ctx, 7)
+    if want_r or want_att:
+        dXR, dA = gatv2_grad_op(rowptr, col, XR, XL, att, dS, ctx.slope, want_att)
+        datt = dA.sum(0).to(att.dtype) if want_att else None  # torch's sum: a fixed order
+        dXR = dXR if want_r else None
+    if _need(ctx, 5):
+        _no_double_backward(t_rowptr, "gatv2_scores")
+        dXL, _ = gatv2_grad_op(t_rowptr, t_col, XL, XR, att, _take_rows(dS, t_perm), ctx.slope, False)
+    return None, None, None, None, None, dXL, dXR, datt, None
+
+
+gatv2_scores_op.register_autograd(_gatv2_backward, setup_context=_gatv2_setup)
 
 
 # ---------------------------------------------------------------- edge softmax

@@ -16,7 +16,7 @@ from .. import _arrays, _backends, _ops
 from . import _library as L
 from .graph import GraphTensors, graph_tensors, self_loops
 
-__all__ = ["spmm", "sddmm", "fusedmm", "spmm_heads", "edge_softmax", "gcn_norm"]
+__all__ = ["spmm", "sddmm", "fusedmm", "spmm_heads", "gatv2_scores", "edge_softmax", "gcn_norm"]
 
 
 def _backend_for(x: Tensor):
@@ -139,6 +139,17 @@ def spmm_heads(A, W: Tensor, Z: Tensor) -> Tensor:
     g = graph_tensors(A, Z)
     _ops.check_spmm_heads(g.shape, g.nnz, W.shape, Z.shape)
     return L.spmm_heads_op(g.rowptr, g.col, g.t_rowptr, g.t_col, g.t_perm, W.contiguous(), Z.contiguous())
+
+
+def gatv2_scores(A, XL: Tensor, XR: Tensor, att: Tensor, slope: float = 0.2) -> Tensor:
+    """S[k, h] = sum_c att[h, c] * leaky_relu(XL[col k, h, c] + XR[i, h, c], slope), (nnz, H) in CSR
+    order, by one kernel (no (nnz, H, C) tensor, forward or backward): XL (K, H, C) sources, XR
+    (M, H, C) targets, att (H, C) or (1, H, C). Differentiable in XL, XR and att."""
+    _check_inputs(XL=XL, XR=XR, att=att)
+    g = graph_tensors(A, XL)
+    c = _ops.check_gatv2(g.shape, XL.shape, XR.shape, att.shape)
+    return L.gatv2_scores_op(g.rowptr, g.col, g.t_rowptr, g.t_col, g.t_perm, XL.contiguous(), XR.contiguous(),
+                             att.reshape(c.H, c.C).contiguous(), float(slope))
 
 
 def edge_softmax(A, S: Tensor) -> Tensor:
