@@ -367,9 +367,13 @@ def compile_only():
     prefix, cxx = _sycl_prefix(), _cxx()
     if prefix is None or cxx is None:
         pytest.skip("neither gnnsparse._sycl.compile_only nor the SYCL headers + a C++ compiler are available")
-    exe = _cache_dir() / f"rtc_check_{hashlib.sha256((DRIVERS / 'rtc_check.cpp').read_bytes()).hexdigest()[:12]}"
+    # keyed by the runtime it links (rpath) too: a binary built against another, since deleted,
+    # environment's libsycl must not be reused
+    lib = prefix / "lib" / "libsycl.so"
+    key = (DRIVERS / "rtc_check.cpp").read_bytes() + f"{lib.resolve()}:{lib.stat().st_size}:{lib.stat().st_mtime_ns}".encode()
+    exe = _cache_dir() / f"rtc_check_{hashlib.sha256(key).hexdigest()[:12]}"
     if not exe.exists():
-        tmp = exe.with_suffix(".tmp")
+        tmp = exe.with_suffix(f".{os.getpid()}.tmp")
         subprocess.run([cxx, "-std=c++17", "-O1", "-DSYCL_DISABLE_FSYCL_SYCLHPP_WARNING", "-isystem",
                         str(prefix / "include"), str(DRIVERS / "rtc_check.cpp"), "-o", str(tmp), f"-L{prefix / 'lib'}",
                         "-lsycl", f"-Wl,-rpath,{prefix / 'lib'}"], check=True)

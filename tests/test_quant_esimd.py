@@ -140,7 +140,11 @@ def rtc_check():
     if prefix is None or cxx is None:
         pytest.skip("no SYCL headers / runtime or no C++ compiler")
     src = DRIVERS / "rtc_check.cpp"
-    exe = _cache_dir() / f"rtc_check_{hashlib.sha256(src.read_bytes()).hexdigest()[:12]}"
+    # keyed by the runtime it links (rpath) too: a binary built against another, since deleted,
+    # environment's libsycl must not be reused
+    lib = prefix / "lib" / "libsycl.so"
+    key = src.read_bytes() + f"{lib.resolve()}:{lib.stat().st_size}:{lib.stat().st_mtime_ns}".encode()
+    exe = _cache_dir() / f"rtc_check_{hashlib.sha256(key).hexdigest()[:12]}"
     if not exe.exists():
         tmp = exe.with_suffix(f".{os.getpid()}.tmp")
         subprocess.run([cxx, "-std=c++17", "-O1", "-DSYCL_DISABLE_FSYCL_SYCLHPP_WARNING", "-isystem",
