@@ -275,3 +275,13 @@ def test_import_does_not_load_torch_geometric(sycl):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ),
                        timeout=300)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+
+
+def test_a_layer_whose_parameters_cannot_be_shared_is_skipped(graph, monkeypatch):
+    """If the gnnsparse layer's parameters do not line up with the PyG conv's, an optimizer built
+    on the model would keep training the old tensors: the conv is skipped, with the reason."""
+    model = torch.nn.ModuleDict({"conv": pyg_nn.GCNConv(F_IN, 3)})
+    monkeypatch.setattr(gnn.GCNConv, "from_pyg", classmethod(lambda cls, m: cls(F_IN, 4)))
+    report = gst.accelerate(model)
+    assert report.replaced == [] and type(model["conv"]) is pyg_nn.GCNConv
+    assert len(report.skipped) == 1 and "differs" in report.skipped[0][2]

@@ -467,3 +467,34 @@ def test_bad_inputs_raise_clear_errors(graph, bigraph):
         gnn.TransformerConv(-1, 4)
     with pytest.raises(ValueError, match="fill_value"):
         gnn.GATv2Conv(F_IN, 4, edge_dim=DE, fill_value="median").double().to(x.device)(x, ei, ea)
+
+
+@pytest.mark.parametrize("cls", ["TransformerConv", "GATv2Conv"])
+def test_from_pyg_of_a_lazy_layer_that_has_run(graph, cls):
+    """PyG keeps in_channels = -1 after a lazy layer's first call: the sizes come from its weights;
+    frozen parameters stay frozen."""
+    pnn = _pyg()
+    ei, x, _ = graph
+    torch.manual_seed(0)
+    theirs = getattr(pnn, cls)(-1, 4, heads=2).double().to(x.device)
+    theirs(x, ei)
+    next(theirs.parameters()).requires_grad_(False)
+    ours = getattr(gnn, cls).from_pyg(theirs)
+    assert ours.in_channels == F_IN
+    assert [p.requires_grad for p in ours.parameters()] == [p.requires_grad for p in theirs.parameters()]
+    torch.testing.assert_close(ours(x, ei), theirs(x, ei), rtol=1e-10, atol=1e-12)
+
+
+def test_gatv2_edge_features_checks_sizes_and_has_no_double_backward(graph):
+    ei, x, ea = graph
+    conv = gnn.GATv2Conv(F_IN, 2, heads=2, edge_dim=DE, add_self_loops=False).double().to(x.device)
+    import gnnsparse as gs
+
+    A = gs.CSR.from_edge_index(ei.cpu(), N + 5)  # 29 sources, the features hold 24 rows
+    with pytest.raises(ValueError):
+        conv(x, A, edge_attr=ea)
+    xa = x.clone().requires_grad_()
+    out = conv(xa, ei, edge_attr=ea)
+    (g,) = torch.autograd.grad(out.square().sum(), xa, create_graph=True)
+    with pytest.raises(RuntimeError, match="differentiate|double backward|twice"):
+        g.sum().backward()

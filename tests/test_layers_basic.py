@@ -322,7 +322,9 @@ def test_graph_arguments_agree(graph, name):
     A = gs.CSR.from_edge_index(ei, N)
     Aw = gs.CSR.from_edge_index(ei, N, w)
     with torch.sparse.check_sparse_tensor_invariants():
-        S = torch.sparse_coo_tensor(torch.stack([ei[1], ei[0]]), w, (N, N))
+        # GINConv weighs its sum by a torch sparse matrix's values, as PyG's does: give it ones
+        S = torch.sparse_coo_tensor(torch.stack([ei[1], ei[0]]), torch.ones_like(w) if name == "GINConv" else w,
+                                    (N, N))
         got = [run(EdgeIndex(ei, sparse_size=(N, N))), run(A), run(gst.graph_tensors(A, graph.x)),
                run(Aw, weights=False), run(S, weights=False), run(S.coalesce().to_sparse_csr(), weights=False)]
     for i, o in enumerate(got):
@@ -534,3 +536,16 @@ def test_layers_compile_fullgraph(graph):
     ya.sum().backward()
     yb.sum().backward()
     torch.testing.assert_close(xa.grad, xb.grad, rtol=0, atol=0)
+
+
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta state:UserWarning")
+def test_gin_takes_a_torch_sparse_adjacencys_values(graph):
+    """PyG's GINConv multiplies by a torch sparse adj_t as it is (values included)."""
+    pnn = _pyg()
+    ident = torch.nn.Identity()
+    theirs = pnn.GINConv(ident)
+    ours = gnn.GINConv.from_pyg(theirs)
+    with torch.sparse.check_sparse_tensor_invariants(enable=True):
+        adj = torch.sparse_coo_tensor(torch.stack([graph.ei[1], graph.ei[0]]), graph.w, (N, N)).coalesce()
+        adj = adj.to_sparse_csr()  # PyG warns for COO
+    torch.testing.assert_close(ours(graph.x, adj), theirs(graph.x, adj), rtol=1e-10, atol=1e-12)

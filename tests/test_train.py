@@ -95,6 +95,7 @@ def test_train_command(tmp_path, capsys, quick_tensors):
     assert cli(["train", "--data", str(tmp_path / "missing.npz")]) == 2
     assert cli(["train", "--model", "gcn", "--attn-dropout", "0.6", "--quick", "--device", "cpu"]) == 2
     assert cli(["train", "--model", "gat", "--attn-dropout", "1.5", "--quick", "--device", "cpu"]) == 2
+    assert cli(["train", "--model", "gat", "--attn-dropout", "0.5", "--nproc", "2", "--quick", "--device", "cpu"]) == 2
     assert "--attn-dropout" in capsys.readouterr().err
 
 

@@ -40,7 +40,8 @@ from torch.nn import Parameter
 from . import _library as L
 from . import functional as gf
 from .graph import GraphTensors, build, self_loops
-from .nn import GATConv, _derived, _glorot_param, _GlorotLinear, _kept_edges, graph_of
+from .nn import (GATConv, _derived, _from_pyg_finish, _glorot_param, _GlorotLinear, _kept_edges, _pyg_in_channels,
+                 graph_of)
 
 __all__ = ["TransformerConv", "GATv2Conv"]
 
@@ -151,10 +152,8 @@ def _check_pyg(module, cls_name: str):
 
 
 def _like_pyg(layer: torch.nn.Module, module: torch.nn.Module) -> torch.nn.Module:
-    p = next(module.parameters())
-    layer = layer.to(device=p.device, dtype=p.dtype)
-    layer.load_state_dict(module.state_dict())
-    return layer.train(module.training)
+    """`layer` with `module`'s weights, dtype, device, requires_grad flags and training mode."""
+    return _from_pyg_finish(layer, module)
 
 
 # ---------------------------------------------------------------- TransformerConv
@@ -205,7 +204,9 @@ class TransformerConv(torch.nn.Module):
         """The gnnsparse layer equivalent to a torch_geometric.nn.TransformerConv: its
         hyperparameters and weights, on its device and dtype, in its training mode."""
         _check_pyg(module, "TransformerConv")
-        layer = cls(module.in_channels, module.out_channels, heads=module.heads, concat=module.concat,
+        in_channels = _pyg_in_channels(module.in_channels, module.lin_key.weight.shape[1],
+                                       module.lin_query.weight.shape[1])  # a lazy layer that has run
+        layer = cls(in_channels, module.out_channels, heads=module.heads, concat=module.concat,
                     beta=module.beta, dropout=module.dropout, edge_dim=module.edge_dim,
                     bias=module.lin_key.bias is not None, root_weight=module.root_weight)
         return _like_pyg(layer, module)
@@ -352,6 +353,7 @@ class _GATv2Scores(torch.autograd.Function):
         return z
 
     @staticmethod
+    @torch.autograd.function.once_differentiable  # like the custom ops: no double backward
     def backward(ctx, ds):
         xl, xr, att, attr, w, col, rows = ctx.saved_tensors
         K, M, H, C = ctx.dims
@@ -400,7 +402,9 @@ class GATv2Conv(torch.nn.Module):
     (heads * out_channels) edges (a class attribute; set it on an instance to trade memory for
     fewer launches), forward and backward. Either way no (edges x heads x channels) tensor is
     formed; the scores and the attention weights (edges x heads) are. Gradients are reduced onto
-    nodes without atomics (the kernel's fixed edge order, or SpMM), deterministically.
+    nodes without atomics (the kernel's fixed edge order, or SpMM), deterministically. The chunked
+    path (edge_dim) plans its chunks on the host, so it runs eagerly only: under
+    torch.compile(fullgraph=True) use GATv2Conv without edge features.
     """
 
     chunk_elements: Optional[int] = None  # with edge_dim; None: 2**24 on GPUs, 2**20 on the CPU device
@@ -445,7 +449,9 @@ class GATv2Conv(torch.nn.Module):
         """The gnnsparse layer equivalent to a torch_geometric.nn.GATv2Conv: its hyperparameters
         and weights, on its device and dtype, in its training mode."""
         _check_pyg(module, "GATv2Conv")
-        layer = cls(module.in_channels, module.out_channels, heads=module.heads, concat=module.concat,
+        in_channels = _pyg_in_channels(module.in_channels, module.lin_l.weight.shape[1],
+                                       module.lin_r.weight.shape[1])  # a lazy layer that has run
+        layer = cls(in_channels, module.out_channels, heads=module.heads, concat=module.concat,
                     negative_slope=module.negative_slope, dropout=module.dropout,
                     add_self_loops=module.add_self_loops, edge_dim=module.edge_dim, fill_value=module.fill_value,
                     bias=module.bias is not None, share_weights=module.share_weights, residual=module.residual)
@@ -484,12 +490,17 @@ class GATv2Conv(torch.nn.Module):
             if self.add_self_loops:
                 attr = _attr_with_loops(g, g0, attr, self.fill_value)
             attr, w = attr.to(x_l.dtype).contiguous(), self.lin_edge.weight
+        att = self.att.to(x_l.dtype)  # under autocast x_l may be fp16 while att stays fp32
         if attr is None:
-            s = gf.gatv2_scores(g, x_l, x_r, self.att, float(self.negative_slope))
+            s = gf.gatv2_scores(g, x_l, x_r, att, float(self.negative_slope))
         else:
+            from .._ops import check_gatv2
+
+            check_gatv2(g.shape, x_l.shape, x_r.shape, att.shape)  # raises on sizes the graph does not fit
+            w = w.to(x_l.dtype)
             chunk = self.chunk_elements or (1 << 24 if g.device.type == "cuda" else 1 << 20)
             plan = _chunk_plan(g, max(1, int(chunk) // (H * C)))
-            s = _GATv2Scores.apply(x_l, x_r, self.att, attr, w, g.col, g.rows, plan, float(self.negative_slope))
+            s = _GATv2Scores.apply(x_l, x_r, att, attr, w, g.col, g.rows, plan, float(self.negative_slope))
         alpha = F.dropout(_softmax(g, s), p=self.dropout, training=self.training)
         out = gf.spmm_heads(g, alpha, x_l)
         out = out.reshape(-1, H * C) if self.concat else out.mean(1)

@@ -11,7 +11,9 @@ edge_index or EdgeIndex (edge weights / features in its edge order), a gnnsparse
 GraphTensors (their stored values are the edge weights of GraphConv, SGConv and APPNP; per-edge
 inputs in the caller's order when the CSR was built from an edge list, else in CSR order), a
 torch_sparse.SparseTensor or a torch sparse matrix (rows are targets). GIN and GINE ignore stored
-edge values, as PyG's GINConv does.
+edge values, as PyG's do, except that GINConv given a torch sparse matrix weighs its sum by the
+matrix's values (PyG's GINConv multiplies by a torch sparse adj_t as it is, and drops the values
+of a SparseTensor only).
 
 Cost notes. GINEConv's message relu(x_j + lin(e_ji)) is not linear in x_j, so one (E, C) message
 tensor is unavoidable (PyG builds the same); x_j is gathered in CSR order by an SpMM over a
@@ -252,7 +254,10 @@ class GINConv(torch.nn.Module):
     def _forward(self, x, edge_index, edge_attr, size) -> Tensor:
         name = type(self).__name__
         x_src, x_dst = _pair(name, x)
-        g = _graph(name, edge_index, x_src, x_dst, size).with_val(None)
+        g = _graph(name, edge_index, x_src, x_dst, size)
+        torch_sparse_adj = isinstance(edge_index, Tensor) and edge_index.layout != torch.strided
+        if not (type(self) is GINConv and torch_sparse_adj):  # see the module docstring
+            g = g.with_val(None)
         out = self._aggregate(g, x_src, edge_attr)
         if x_dst is not None:
             out = torch.addcmul(out, x_dst, 1 + self.eps)  # out + (1 + eps) x_i in one pass

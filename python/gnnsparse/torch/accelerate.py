@@ -16,7 +16,7 @@ explain mode. torch_geometric is imported by the call, not by `import gnnsparse.
 """
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 import torch
 
@@ -78,10 +78,25 @@ def _why_not(name: str, module, counterparts: dict):
     return None
 
 
+def _shareable(new: torch.nn.Module, old: torch.nn.Module) -> Optional[str]:
+    """Why `new` cannot take over `old`'s Parameter objects (None: it can): the names, shapes,
+    dtypes and devices of parameters must agree throughout, else an optimizer built on the old
+    model would go on training tensors the model no longer uses."""
+    mine = dict(new.named_parameters(remove_duplicate=False))
+    theirs = dict(old.named_parameters(remove_duplicate=False))
+    if mine.keys() != theirs.keys():
+        return (f"its parameters ({', '.join(sorted(theirs))}) are not the gnnsparse layer's "
+                f"({', '.join(sorted(mine))})")
+    for k, a in mine.items():
+        b = theirs[k]
+        if (a.shape, a.dtype, a.device) != (b.shape, b.dtype, b.device):
+            return f"its parameter {k} ({tuple(b.shape)}, {b.dtype}) differs from the gnnsparse layer's"
+    return None
+
+
 def _share_parameters(new: torch.nn.Module, old: torch.nn.Module) -> None:
-    """Make `new` hold `old`'s Parameter and buffer objects where the names, shapes, dtypes and
-    devices agree throughout (from_pyg copied them): optimizers and anything else holding the old
-    parameters keep working on the model."""
+    """Make `new` hold `old`'s Parameter objects (checked by _shareable) and its buffers where they
+    agree: optimizers and anything else holding the old parameters keep working on the model."""
     for kind in ("parameters", "buffers"):
         mine = dict(getattr(new, f"named_{kind}")(remove_duplicate=False))
         theirs = dict(getattr(old, f"named_{kind}")(remove_duplicate=False))
@@ -121,6 +136,8 @@ def accelerate(model: torch.nn.Module, *, strict: bool = False, verbose: bool = 
                     new = counterparts[cls.__name__].from_pyg(module)
                 except (ValueError, TypeError, NotImplementedError) as e:
                     why = str(e)
+                else:
+                    why = _shareable(new, module)
             if why is not None:
                 skipped.append((name, cls.__name__, why))
                 continue

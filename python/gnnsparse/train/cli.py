@@ -131,7 +131,14 @@ def train(args) -> dict:
     quant = getattr(args, "quant", None)
     if quant is not None and args.model not in QUANT_MODELS:
         raise UsageError(f"--quant covers {', '.join(QUANT_MODELS)}, not {args.model}")
+    attn_dropout = getattr(args, "attn_dropout", 0.0)
+    if not 0.0 <= attn_dropout < 1.0:
+        raise UsageError(f"--attn-dropout must be in [0, 1), got {attn_dropout}")
+    if attn_dropout and args.model not in ("gat", "gatv2", "transformer"):
+        raise UsageError(f"--attn-dropout applies to gat, gatv2 and transformer, not {args.model}")
     if getattr(args, "nproc", 1) > 1:
+        if attn_dropout:
+            raise UsageError("--attn-dropout is not supported with --nproc (the distributed GAT has none)")
         return _train_distributed(args, device, epochs, hidden)
     frameworks = ["gnnsparse"] + (["quant"] if quant is not None else []) + (["pyg"] if args.compare == "pyg" else [])
     if "pyg" in frameworks:
@@ -143,12 +150,8 @@ def train(args) -> dict:
     say(f"{data.describe()} (prepared in {time.perf_counter() - t0:.1f} s) on {device}")
     t = prepare(data, device, args.model)
     log_every = args.log_every or (1 if epochs <= 50 else 10)
-    if not 0.0 <= args.attn_dropout < 1.0:
-        raise UsageError(f"--attn-dropout must be in [0, 1), got {args.attn_dropout}")
-    if args.attn_dropout and args.model not in ("gat", "gatv2", "transformer"):
-        raise UsageError(f"--attn-dropout applies to gat, gatv2 and transformer, not {args.model}")
     kw = dict(epochs=epochs, hidden=hidden, heads=args.heads, lr=args.lr, weight_decay=args.weight_decay,
-              dropout=args.dropout, aggr=args.aggr, seed=args.seed, attn_dropout=args.attn_dropout)
+              dropout=args.dropout, aggr=args.aggr, seed=args.seed, attn_dropout=attn_dropout)
     init = initial_state(args.model, t, hidden, args.heads, args.seed, args.dropout, args.aggr)
     results: dict = {}
     plain = getattr(args, "plain", False)
