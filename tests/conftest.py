@@ -99,6 +99,18 @@ SHAPES = [
 WIDTHS = [1, 3, 16, 17, 64, 130]
 
 
+def torch_device_params():
+    """pytest params "cpu" and "cuda" for a device fixture: the cuda one marked `cuda` and skipped
+    without a CUDA device or the gnnsparse CUDA backend (the cpu one skips in the fixture, through
+    sycl_or_skip)."""
+    import torch
+
+    cuda_ok = torch.cuda.is_available() and gs.available_backends().get("cuda", False)
+    return [pytest.param("cpu", id="cpu"),
+            pytest.param("cuda", id="cuda", marks=[pytest.mark.cuda, pytest.mark.skipif(
+                not cuda_ok, reason="no CUDA device / CUDA backend")])]
+
+
 @pytest.fixture(params=["cpu", "cuda"])
 def torch_cpu_cuda(request):
     """A torch device: the CPU (SYCL backend) and CUDA, each skipped where its backend is absent."""

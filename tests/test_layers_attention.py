@@ -11,6 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import gnnsparse as gs  # noqa: E402
+from conftest import torch_device_params  # noqa: E402
 import gnnsparse.torch as gst  # noqa: E402
 from gnnsparse.torch import nn as gnn  # noqa: E402
 
@@ -18,14 +19,7 @@ D = torch.float64
 N, E, F_IN, F_DST, N_DST, DE = 24, 110, 6, 5, 17, 3
 
 
-def _devices():
-    cuda_ok = torch.cuda.is_available() and gs.available_backends().get("cuda", False)
-    return [pytest.param("cpu", id="cpu"),
-            pytest.param("cuda", id="cuda", marks=[pytest.mark.cuda, pytest.mark.skipif(
-                not cuda_ok, reason="no CUDA device / CUDA backend")])]
-
-
-@pytest.fixture(params=_devices())
+@pytest.fixture(params=torch_device_params())
 def dev(request):
     if request.param == "cpu":
         from conftest import sycl_or_skip

@@ -11,6 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import gnnsparse as gs  # noqa: E402
+from conftest import torch_device_params  # noqa: E402
 import gnnsparse.torch as gst  # noqa: E402
 from gnnsparse.torch import nn as gnn  # noqa: E402
 
@@ -20,14 +21,7 @@ NB, EB = 13, 70  # bipartite: N sources -> NB targets
 LAYERS = ["GINConv", "GINEConv", "GraphConv", "SGConv", "APPNP"]
 
 
-def _devices():
-    cuda_ok = torch.cuda.is_available() and gs.available_backends().get("cuda", False)
-    return [pytest.param("cpu", id="cpu"),
-            pytest.param("cuda", id="cuda", marks=[pytest.mark.cuda, pytest.mark.skipif(
-                not cuda_ok, reason="no CUDA device / CUDA backend")])]
-
-
-@pytest.fixture(params=_devices())
+@pytest.fixture(params=torch_device_params())
 def graph(request):
     """N nodes with a duplicate edge (5 -> 6 twice), a node with two self loops (7), a node without
     in-edges (N - 1); a bipartite graph whose last target has no in-edges; random float features,

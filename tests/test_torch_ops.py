@@ -9,6 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import gnnsparse as gs  # noqa: E402
+from conftest import torch_device_params  # noqa: E402
 import gnnsparse.torch as gst  # noqa: E402
 from gnnsparse import reference as ref  # noqa: E402
 from gnnsparse.torch import _library as L  # noqa: E402
@@ -16,15 +17,7 @@ from gnnsparse.torch import _library as L  # noqa: E402
 from conftest import sycl_or_skip  # noqa: E402
 
 
-def _devices():
-    out = [pytest.param("cpu", id="cpu")]
-    cuda_ok = torch.cuda.is_available() and gs.available_backends().get("cuda", False)
-    out.append(pytest.param("cuda", id="cuda", marks=[pytest.mark.cuda, pytest.mark.skipif(
-        not cuda_ok, reason="no CUDA device / CUDA backend")]))
-    return out
-
-
-@pytest.fixture(params=_devices())
+@pytest.fixture(params=torch_device_params())
 def device(request):
     if request.param == "cpu":
         sycl_or_skip()
