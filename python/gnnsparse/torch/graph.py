@@ -324,7 +324,8 @@ def _self_loops(g: GraphTensors, mode: str, fill: float = 1.0, leading_columns: 
     """self_loops, and the source of each entry (see _self_loops_op): (graph, take)."""
     if mode not in _LOOP_MODES:
         raise ValueError(f"mode must be one of {', '.join(_LOOP_MODES)}; got {mode!r}")
-    if g.num_rows > g.num_cols if leading_columns else g.num_rows != g.num_cols:
+    # adding loops needs node i among both rows and columns; dropping them takes any shape
+    if mode != "drop" and (g.num_rows > g.num_cols if leading_columns else g.num_rows != g.num_cols):
         raise ValueError(f"self loops need a square graph, got {g.num_rows} x {g.num_cols}")
     parts = _self_loops_op(g.rowptr, g.col, g.rows, g.edge_perm, g.num_cols, mode)
     take = parts[8]

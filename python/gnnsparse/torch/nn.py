@@ -129,14 +129,7 @@ def _kept_edges(g: GraphTensors) -> GraphTensors:
     """(n x nnz) pattern: row i holds the ids of node i's edges that are not self loops."""
     from .graph import _index_dtype, build
 
-    if g.num_rows > g.num_cols:  # bipartite, more targets than sources: loops are i == j < num_cols
-        keep = g.rows != g.col
-        ids = torch.nonzero(keep).reshape(-1)
-        rowptr = torch.zeros(g.num_rows + 1, dtype=torch.int64, device=g.device)
-        rowptr[1:] = torch.cumsum(torch.bincount(g.rows[ids].to(torch.int64), minlength=g.num_rows), 0)
-        return build(rowptr, ids, None, g.nnz, itype=_index_dtype(g.num_rows, g.nnz))
-    # square, or a bipartite graph whose first num_rows sources are the targets (PyG's loops)
-    dropped, ids = _self_loops(g.with_val(None), "drop", leading_columns=True)
+    dropped, ids = _self_loops(g.with_val(None), "drop")
     return build(dropped.rowptr, ids, None, g.nnz, itype=_index_dtype(g.num_rows, g.nnz))
 
 
