@@ -278,16 +278,20 @@ inline long panel_chunk_rows(const DeviceCaps &c, long M, long K, long nnz, long
 }
 
 // The method choice on CPU devices (GNNSPARSE_SYCL_PANEL unset or "auto"). The panel saves reads of X
-// from beyond the core's cache, so it can only pay when X's column tile (K x BN floats) does not fit
-// in the device cache, when rows share enough of each chunk (density), and when the columns are known
-// sorted (the chunk walk assumes it for speed). Measured on the OpenCL CPU device (2 cores, 2026-12-02;
-// docs/tiles_sycl.md): SET FROM THE MEASUREMENT.
-inline constexpr double kPanelCpuDensity = 2.0;  // > 1: never
+// from beyond the core's cache and pays per visit of a row per chunk, so it can only win when X's
+// column tile (K x BN floats) is well beyond the device cache, the rows are dense enough to share
+// each chunk, the tile is a full 8 SG columns (the masked tail path is slow) and the columns are known
+// sorted. Measured on the OpenCL CPU device (2 cores, 1 MB L2 per core, 2026-12-02, process CPU
+// time, docs/tiles_sycl.md): with a 2 MB tile (K = 4096, N = 128) at density 0.2 - 0.3 the panel
+// was 1.15 - 1.36x the sparse kernel; at N = 32, at density <= 0.1, or with the tile within 1 MB it
+// was 0.6 - 1.0x (no traffic to save, only the visits to pay). So: tile >= 2 x cache, density >= 0.2.
+inline constexpr double kPanelCpuDensity = 0.2;
+inline constexpr double kPanelCpuTileOverCache = 2.0;
 inline bool prefer_panel_cpu(const DeviceCaps &c, long M, long K, long nnz, long C, int sorted_cols) {
-  if (sorted_cols != 1 || M < 256 || C < 1) return false;
-  const long BN = long(c.preferred_sg) * panel_v(long(c.preferred_sg), C);
-  const double tile = double(K) * double(BN) * sizeof(float);
-  if (tile <= double(c.cache_bytes ? c.cache_bytes : (std::size_t(1) << 20))) return false;
+  const long sg = long(c.preferred_sg), BN = 8 * sg;
+  if (sorted_cols != 1 || M < 256 || C < BN || C % BN != 0) return false;
+  const double cache = double(c.cache_bytes ? c.cache_bytes : (std::size_t(1) << 20));
+  if (double(K) * double(BN) * sizeof(float) < kPanelCpuTileOverCache * cache) return false;
   return double(nnz) >= kPanelCpuDensity * double(M) * double(K);
 }
 

@@ -397,22 +397,24 @@ inline bool check(std::uint32_t off, std::size_t bytes, std::size_t align, bool 
   if (std::size_t(off) + bytes > wg->slm.size()) { error(std::string(what) + ": outside the SLM"); return false; }
   std::lock_guard<std::mutex> lock(wg->mu);
   const std::uint64_t bit = std::uint64_t(1) << (me.tid & 63);
+  const char *bad = nullptr;  // the first problem of this access (one report per access)
   for (std::size_t w = off / 4; w < (off + bytes) / 4; ++w) {
     if (write) {
-      if (wg->w_phase[w] == me.phase && wg->w_thread[w] != me.tid)
-        error(std::string(what) + ": stores of two threads to one SLM word in one phase");
-      if (wg->r_phase[w] == me.phase && (wg->r_mask[w] & ~bit))
-        error(std::string(what) + ": a store to an SLM word another thread loaded in this phase (no barrier between)");
+      if (!bad && wg->w_phase[w] == me.phase && wg->w_thread[w] != me.tid)
+        bad = "stores of two threads to one SLM word in one phase";
+      if (!bad && wg->r_phase[w] == me.phase && (wg->r_mask[w] & ~bit))
+        bad = "a store to an SLM word another thread loaded in this phase (no barrier between)";
       wg->w_phase[w] = me.phase;
       wg->w_thread[w] = me.tid;
     } else {
-      if (wg->w_phase[w] < 0) error(std::string(what) + ": a load of SLM never stored");
-      else if (wg->w_phase[w] == me.phase && wg->w_thread[w] != me.tid)
-        error(std::string(what) + ": a load of an SLM word another thread stored in this phase (no barrier between)");
+      if (!bad && wg->w_phase[w] < 0) bad = "a load of SLM never stored";
+      if (!bad && wg->w_phase[w] == me.phase && wg->w_thread[w] != me.tid)
+        bad = "a load of an SLM word another thread stored in this phase (no barrier between)";
       if (wg->r_phase[w] != me.phase) { wg->r_phase[w] = me.phase; wg->r_mask[w] = 0; }
       wg->r_mask[w] |= bit;
     }
   }
+  if (bad) error(std::string(what) + ": " + bad);
   return true;
 }
 }  // namespace slm_detail

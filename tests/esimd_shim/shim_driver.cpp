@@ -68,6 +68,28 @@ void register_csr(const void *rowptr, const void *col, const float *val, i64 M, 
   if (val && nnz) shim::add_range("val", val, sizeof(float) * nnz, false);
 }
 
+#if SHIM_PART == 5
+// Runs body(t) as thread t of one work-group with `slm` bytes of SLM; then checks that every thread
+// passed the same number of barriers.
+template <typename F>
+void run_group(std::size_t slm, int threads, F &&body, const std::string &what) {
+  shim::WorkGroup wg(slm, threads);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t)
+    ts.emplace_back([&, t] {
+      shim::bind(&wg, t);
+      body(t);
+      shim::unbind();
+    });
+  for (auto &th : ts) th.join();
+  for (long b : wg.barriers)
+    if (b != wg.barriers[0]) {
+      shim::error(what + ": the threads of a work-group passed different numbers of barriers");
+      break;
+    }
+}
+#endif
+
 }  // namespace
 
 extern "C" {
@@ -265,6 +287,22 @@ void shim_panel_policy(i64 M, i64 C, i64 *out) {
   std::memcpy(out, v, sizeof v);
 }
 
+// Probes of the shim's SLM checks, two threads and 64 bytes of SLM: mode 0: thread 0 stores,
+// barrier, thread 1 loads (clean); 1: the same without the barrier (a race); 2: thread 1 skips the
+// barrier; 3: thread 1 loads SLM nobody stored; 4: both threads store the same words in one phase.
+// Returns the number of shim errors.
+int shim_slm_probe(int mode) {
+  shim::reset();
+  run_group(64, 2, [&](int t) {
+    const ge::simd<float, 12> v(float(t + 1));
+    if (t == 0 || mode == 4) ge::xe::slm_block_store<float, 12>(0, v);  // bytes 0 .. 47
+    if (mode != 1 && !(mode == 2 && t == 1)) ge::xe::barrier();
+    if (t == 1 && mode == 3) (void)ge::xe::slm_block_load<float, 16>(0);  // bytes 48 .. 63: never stored
+    else if (t == 1 && mode != 4) (void)ge::xe::slm_block_load<float, 12>(0);
+  }, "probe");
+  return int(shim::state().errors.size());
+}
+
 // Row-panel SpMM (sum / mean; reduce: a gnnsparse::Reduce code): Y[M, C] from X[K, C]; val may be
 // null. bn = 0: the launcher's choice. Each work-group runs with its own SLM, its threads at once.
 int shim_spmm_panel(int idx64, int bn, int reduce, const void *rowptr, const void *col, const float *val,
@@ -290,25 +328,12 @@ int shim_spmm_panel(int idx64, int bn, int reduce, const void *rowptr, const voi
       const auto *rp = static_cast<const I *>(rowptr);
       const auto *cp = static_cast<const I *>(col);
       const auto red = gnnsparse::Reduce(reduce);
-      for (i64 g = 0; g < l.groups; ++g) {
-        shim::WorkGroup wg(Shape::kSlmBytes, int(l.local));
-        std::vector<std::thread> threads;
-        for (int t = 0; t < int(l.local); ++t)
-          threads.emplace_back([&, t] {
-            shim::bind(&wg, t);
-            ge::xe::slm_init<Shape::kSlmBytes>();  // as the kernel's entry point does
-            if (val) ge::spmm_panel_thread<float, I, BN.value, true>(g, t, rp, cp, val, X, Y, M, K, C, red);
-            else ge::spmm_panel_thread<float, I, BN.value, false>(g, t, rp, cp, val, X, Y, M, K, C, red);
-            shim::unbind();
-          });
-        for (auto &th : threads) th.join();
-        for (long b : wg.barriers)
-          if (b != wg.barriers[0]) {
-            shim::error("spmm_panel: the threads of work-group " + std::to_string(g) +
-                        " passed different numbers of barriers");
-            break;
-          }
-      }
+      for (i64 g = 0; g < l.groups; ++g)
+        run_group(Shape::kSlmBytes, int(l.local), [&](int t) {
+          ge::xe::slm_init<Shape::kSlmBytes>();  // as the kernel's entry point does
+          if (val) ge::spmm_panel_thread<float, I, BN.value, true>(g, t, rp, cp, val, X, Y, M, K, C, red);
+          else ge::spmm_panel_thread<float, I, BN.value, false>(g, t, rp, cp, val, X, Y, M, K, C, red);
+        }, "spmm_panel (work-group " + std::to_string(g) + ")");
     });
   };
   if (idx64) run(std::int64_t{}); else run(std::int32_t{});
