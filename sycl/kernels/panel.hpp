@@ -1,18 +1,20 @@
 // Portable SYCL row-panel SpMM for dense-ish CSR matrices (semantics: include/gnnsparse/ops.hpp; sum
 // and mean, float32). The design of cuda/panel.cu: at 10-30 % density every row holds hundreds of
 // entries and the row kernel (spmm.hpp) reads one row of X per entry, nnz x C x 4 bytes, from
-// wherever X lives (on a CPU: L2 or L3 once K x C x 4 bytes outgrow L2). Here a panel of rows walks
+// wherever X lives (on a CPU: L2, or L3 once K x C x 4 bytes outgrow L2). Here a panel of rows walks
 // K in chunks of BK rows of X; every row of the panel reads its entries of the chunk while the chunk
-// is near (local memory or L1), so X comes from far once per panel instead of once per entry
-// (adaptive sparse tiling: Hong, Sukumaran-Rajam, Nisa, Singh, Sadayappan, PPoPP 2019).
+// is near (local memory, or the core's cache), so X comes from far once per panel instead of once
+// per entry (adaptive sparse tiling: Hong, Sukumaran-Rajam, Nisa, Singh, Sadayappan, PPoPP 2019).
 //
 // Two schedules, one template (STAGE):
-//   STAGE = false (CPU devices): one sub-group is one panel of RB rows; X's chunk is read straight
-//     from global memory and stays in the core's L1 while the RB rows use it. No local memory, no
-//     barrier: on the OpenCL CPU device a work-group's sub-groups run one after another on one core,
-//     so a chunk shared across sub-groups would be evicted between them anyway.
-//   STAGE = true (devices with work-group local memory): a work-group of RG sub-groups (RB rows each)
-//     copies the chunk into local memory once, then every row of the panel reads it there.
+//   STAGE = false, the cache schedule (CPU devices): one sub-group is one panel of RB = 32 rows; X's
+//     chunk is read straight from global memory and stays in the core's cache while the 32 rows use
+//     it; the chunk height is a kernel argument (the policy sizes it from the density and the device
+//     cache). No barrier: on the OpenCL CPU device a work-group's sub-groups run one after another on
+//     one core, so a chunk shared across sub-groups would not stay near any longer.
+//   STAGE = true, the staged schedule (devices with work-group local memory): a work-group of 8
+//     sub-groups (4 rows each) copies the chunk into local memory once, then every row of the panel
+//     reads it there. (On the CPU device it was 2.5-10x slower than the sparse kernel: tested, not used.)
 // Lanes run over the output columns: lane l of the sub-group owns columns c0 + v SG + l (v < V), so
 // X loads are contiguous across lanes and the row and entry indices are uniform (scalar loads).
 //
