@@ -282,10 +282,11 @@ inline long panel_chunk_rows(const DeviceCaps &c, long M, long K, long nnz, long
 // column tile (K x BN floats) is well beyond the device cache, the rows are dense enough to share
 // each chunk, the tile is a full 8 SG columns (the masked tail path is slow) and the columns are known
 // sorted. Measured on the OpenCL CPU device (2 cores, 1 MB L2 per core, 2026-12-02, process CPU
-// time, docs/tiles_sycl.md): with a 2 MB tile (K = 4096, N = 128) at density 0.2 - 0.3 the panel
-// was 1.15 - 1.36x the sparse kernel; at N = 32, at density <= 0.1, or with the tile within 1 MB it
-// was 0.6 - 1.0x (no traffic to save, only the visits to pay). So: tile >= 2 x cache, density >= 0.2.
-inline constexpr double kPanelCpuDensity = 0.2;
+// time, docs/tiles_sycl.md): with a 2 MB tile (K = 4096, N = 128) the panel was 1.18 - 1.36x the
+// sparse kernel at density 0.3 (six measurements), 0.94 - 1.25x at 0.2, 0.9 - 1.2x at 0.1; at
+// N = 32 or with the tile within 1 MB it was 0.3 - 1.0x (no traffic to save, only the visits to
+// pay). So: tile >= 2 x cache and density >= 0.25, the cells where it won every time.
+inline constexpr double kPanelCpuDensity = 0.25;
 inline constexpr double kPanelCpuTileOverCache = 2.0;
 inline bool prefer_panel_cpu(const DeviceCaps &c, long M, long K, long nnz, long C, int sorted_cols) {
   const long sg = long(c.preferred_sg), BN = 8 * sg;

@@ -352,12 +352,12 @@ def _cache_bytes():
 def test_policy_takes_panel_only_beyond_the_measured_rule(sycl_dev):
     """GNNSPARSE_SYCL_PANEL unset on the CPU device (sycl/policy.hpp, prefer_panel_cpu): the panel for
     sorted rows, M >= 256, C a multiple of 128 (16-lane sub-groups x 8), X's 128-column tile at least
-    twice the device cache and density >= 0.2; the sparse kernel on the other side of every bound."""
+    twice the device cache and density >= 0.25; the sparse kernel on the other side of every bound."""
     if _cache_bytes() <= 0:
         pytest.skip("the device reports no cache size")
     K = 2 * _cache_bytes() // (128 * 4)  # the smallest K whose 128-column tile of X is twice the cache
     rng = np.random.default_rng(10)
-    A = random_csr(rng, 256, K, 0.25)
+    A = random_csr(rng, 256, K, 0.3)
     assert A.sorted_cols()
     X = rng.standard_normal((K, 128)).astype(np.float32)
     assert takes_panel(A, X) and takes_panel(A, X, "mean")
@@ -365,11 +365,11 @@ def test_policy_takes_panel_only_beyond_the_measured_rule(sycl_dev):
     np.testing.assert_array_equal(with_env({"GNNSPARSE_SYCL_PANEL": None}, lambda: gs.spmm(A, X, "sum")),
                                   ref.spmm(A, X, "sum", dtype=np.float32))
     # the other side of each bound
-    assert not takes_panel(random_csr(rng, 256, K, 0.15), X)  # density
+    assert not takes_panel(random_csr(rng, 256, K, 0.2), X)  # density
     assert not takes_panel(A, X[:, :64]) and not takes_panel(A, X[:, :100])  # not full 128-column tiles
     half = K // 2 - 1
-    assert not takes_panel(random_csr(rng, 256, half, 0.25), X[:half])  # the tile within twice the cache
-    assert not takes_panel(random_csr(rng, 255, K, 0.25), X)  # M
+    assert not takes_panel(random_csr(rng, 256, half, 0.3), X[:half])  # the tile within twice the cache
+    assert not takes_panel(random_csr(rng, 255, K, 0.3), X)  # M
     rowptr, col, val = A.rowptr.copy(), A.col.copy(), A.val.copy()
     col[rowptr[9]:rowptr[10]] = col[rowptr[9]:rowptr[10]][::-1].copy()
     assert not takes_panel(gs.CSR(rowptr, col, val, A.shape), X)  # unsorted rows
