@@ -284,7 +284,7 @@ inline long panel_chunk_rows(const DeviceCaps &c, long M, long K, long nnz, long
 // sorted. Measured on the OpenCL CPU device (2 cores, 1 MB L2 per core, 2026-12-02, process CPU
 // time, docs/tiles_sycl.md): with a 2 MB tile (K = 4096, N = 128) the panel was 1.18 - 1.36x the
 // sparse kernel at density 0.3 (six measurements), 0.94 - 1.25x at 0.2, 0.9 - 1.2x at 0.1; at
-// N = 32 or with the tile within 1 MB it was 0.3 - 1.0x (no traffic to save, only the visits to
+// N = 32 or with the tile within 1 MB it was 0.2 - 1.0x (no traffic to save, only the visits to
 // pay). So: tile >= 2 x cache and density >= 0.25, the cells where it won every time.
 inline constexpr double kPanelCpuDensity = 0.25;
 inline constexpr double kPanelCpuTileOverCache = 2.0;

@@ -14,7 +14,7 @@
 //     one core, so a chunk shared across sub-groups would not stay near any longer.
 //   STAGE = true, the staged schedule (devices with work-group local memory): a work-group of 8
 //     sub-groups (4 rows each) copies the chunk into local memory once, then every row of the panel
-//     reads it there. (On the CPU device it was 2.5-10x slower than the sparse kernel: tested, not used.)
+//     reads it there. (On the CPU device it was 2.6-4.5x slower than the sparse kernel: tested, not used.)
 // Lanes run over the output columns: lane l of the sub-group owns columns c0 + v SG + l (v < V), so
 // X loads are contiguous across lanes and the row and entry indices are uniform (scalar loads).
 //
