@@ -12,6 +12,13 @@ kernel == float32 edge-order reference on a few rows, bitwise).
 --sweep: density 0.002 .. 0.3 at three shapes, tiled vs sparse: the crossover density per shape.
 --sddmm: the same grid and sweep for SDDMM (dot, F = N, one head): gs.sddmm tiled vs sparse vs
 NumPy's dense X @ Y.T (the whole M x K product; picking the sampled entries not included).
+--panel: the row-panel SpMM (sycl/kernels/panel.hpp) on the same grid: gs.spmm with
+GNNSPARSE_SYCL_PANEL=on (the panel kernel, the policy's chunk), =off (the sparse kernel), unset (the
+method choice: "auto"), the tiles (GNNSPARSE_SYCL_TILES=on), NumPy's dense product and scipy. Every
+call is timed by the wall clock and by the process's CPU time (all threads: robust to other processes
+taking the cores of a shared machine); medians of --reps alternating rounds. Results are checked
+first (panel == sparse == auto, bitwise). --panel-sweep: chunk heights (GNNSPARSE_SYCL_PANEL_BK) and
+densities on shapes around the rule.
 """
 from __future__ import annotations
 
@@ -90,6 +97,108 @@ def run_sddmm_case(M, K, d, F, reps, dense=True):
 
 
 
+def _alternating_cpu(fns, reps):
+    """({name: median wall seconds}, {name: median process CPU seconds}): one warm-up call each, then
+    one call of each method per round."""
+    for f in fns.values():
+        f()
+    wall, cpu = {k: [] for k in fns}, {k: [] for k in fns}
+    for _ in range(reps):
+        for k, f in fns.items():
+            c0, t0 = time.process_time(), time.perf_counter()
+            f()
+            wall[k].append(time.perf_counter() - t0)
+            cpu[k].append(time.process_time() - c0)
+    return ({k: timing.median(v) for k, v in wall.items()}, {k: timing.median(v) for k, v in cpu.items()})
+
+
+def spmm_env(A, X, panel=None, tiles="off", bk=None):
+    env = {"GNNSPARSE_SYCL_PANEL": panel, "GNNSPARSE_SYCL_TILES": tiles, "GNNSPARSE_SYCL_PANEL_BK": bk}
+    old = {k: os.environ.get(k) for k in env}
+    try:
+        for k, v in env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        return gs.spmm(A, X, "sum")
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def run_panel_case(M, K, d, N, reps, tiles=True, dense=True):
+    A, S = case(M, K, d)
+    X = np.random.default_rng(1).uniform(-1, 1, (K, N)).astype(np.float32)
+    yp, ys, ya = spmm_env(A, X, "on"), spmm_env(A, X, "off"), spmm_env(A, X)
+    row = {"M": M, "K": K, "density": d, "N": N, "nnz": int(S.nnz),
+           "panel_eq_sparse": bool(np.array_equal(yp, ys) and np.array_equal(ya, ys))}
+    fns = {"panel": lambda: spmm_env(A, X, "on"), "sparse": lambda: spmm_env(A, X, "off"),
+           "auto": lambda: spmm_env(A, X)}
+    if tiles:
+        fns["tiles"] = lambda: spmm_env(A, X, "off", "on")
+    if dense:
+        D = S.toarray()
+        fns["numpy"] = lambda: D @ X
+        fns["scipy"] = lambda: S @ X
+    wall, cpu = _alternating_cpu(fns, reps)
+    row.update({f"{k}_s": v for k, v in wall.items()})
+    row.update({f"{k}_cpu_s": v for k, v in cpu.items()})
+    return row
+
+
+def geomean(rows, num, den):
+    return float(np.exp(np.mean([np.log(r[num] / r[den]) for r in rows])))
+
+
+GRID_SHAPES = [(1024, 1024), (3072, 1024), (4096, 1024), (2048, 2048), (4096, 2048), (4096, 4096)]
+
+
+def panel_grid(out, reps):
+    print("M K density N | panel sparse auto tiles numpy scipy (ms, wall) | sparse/panel (wall, cpu) "
+          "sparse/auto numpy/auto scipy/auto tiles/auto (wall) eq")
+    rows = out.setdefault("panel_grid", [])
+    for M, K in GRID_SHAPES:
+        for d in (0.3, 0.2, 0.1):
+            for N in (32, 128):
+                r = run_panel_case(M, K, d, N, reps)
+                rows.append(r)
+                ms = " ".join(f"{r[k + '_s'] * 1e3:.2f}" for k in ("panel", "sparse", "auto", "tiles", "numpy", "scipy"))
+                print(f"{M} {K} {d} {N} | {ms} | {r['sparse_s'] / r['panel_s']:.2f} "
+                      f"{r['sparse_cpu_s'] / r['panel_cpu_s']:.2f} | {r['sparse_s'] / r['auto_s']:.2f} "
+                      f"{r['numpy_s'] / r['auto_s']:.2f} {r['scipy_s'] / r['auto_s']:.2f} "
+                      f"{r['tiles_s'] / r['auto_s']:.2f} {r['panel_eq_sparse']}", flush=True)
+    for num, den in [("sparse_s", "panel_s"), ("sparse_cpu_s", "panel_cpu_s"), ("sparse_s", "auto_s"),
+                     ("numpy_s", "auto_s"), ("scipy_s", "auto_s"), ("tiles_s", "auto_s"), ("numpy_s", "sparse_s"),
+                     ("scipy_s", "sparse_s")]:
+        print(f"geomean {num[:-2]}/{den[:-2]} = {geomean(rows, num, den):.2f}")
+
+
+PANEL_SWEEP = [(2048, 1024, 128), (2048, 2048, 128), (2048, 4096, 128), (4096, 4096, 128), (4096, 4096, 32),
+               (2048, 8192, 32)]
+
+
+def panel_sweep(out, reps):
+    """Per shape and density: the sparse kernel vs the panel at several chunk heights (rows of X)."""
+    rows = out.setdefault("panel_sweep", [])
+    bks = ("policy", "32", "128", "512", "100000")
+    print("M K N density | sparse_ms | sparse/panel (cpu) at BK = " + " ".join(bks))
+    for M, K, N in PANEL_SWEEP:
+        for d in (0.05, 0.1, 0.2, 0.3):
+            A, S = case(M, K, d)
+            X = np.random.default_rng(1).uniform(-1, 1, (K, N)).astype(np.float32)
+            fns = {"sparse": lambda: spmm_env(A, X, "off")}
+            for bk in bks:
+                fns[bk] = (lambda bk=bk: spmm_env(A, X, "on", bk=None if bk == "policy" else bk))
+            wall, cpu = _alternating_cpu(fns, reps)
+            rows.append({"M": M, "K": K, "N": N, "density": d, "wall": wall, "cpu": cpu})
+            print(f"{M} {K} {N} {d} | {wall['sparse'] * 1e3:.2f} | "
+                  + " ".join(f"{cpu['sparse'] / cpu[bk]:.2f}" for bk in bks), flush=True)
+
+
 SWEEP_SHAPES = [(1024, 1024), (2048, 2048), (4096, 1024)]
 SWEEP_DENSITIES = (0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.2, 0.3)
 
@@ -123,6 +232,8 @@ def main():
     ap.add_argument("--grid", action="store_true")
     ap.add_argument("--sweep", action="store_true")
     ap.add_argument("--sddmm", action="store_true")
+    ap.add_argument("--panel", action="store_true")
+    ap.add_argument("--panel-sweep", action="store_true")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--json")
     a = ap.parse_args()
@@ -159,6 +270,10 @@ def main():
         for key in ("sparse_s", "numpy_s"):
             print(f"SDDMM geomean {key[:-2]}/tiles = {geomean_vs_tiles(out['sddmm_grid'], key):.2f}")
         sweep("SDDMM ", "F", run_sddmm_case, out["sddmm_sweep"], a.reps)
+    if a.panel:
+        panel_grid(out, a.reps)
+    if a.panel_sweep:
+        panel_sweep(out, a.reps)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)

@@ -77,11 +77,11 @@ if(NOT GNNSPARSE_SYCL_SPIRV STREQUAL "OFF")
   # gnnsparse/kernels/pvc.gnnbin and loaded on Level Zero pvc devices. Off by default: only Intel
   # GPUs use them, and without them those compile ESIMD kernels at run time (and cache them).
   option(GNNSPARSE_SYCL_PVC "Ship ESIMD SPIR-V and ocloc-built pvc binaries (needs ocloc)" OFF)
-  set(_gs_groups "spmm|spmm.hpp,spmm_heads.hpp,tiles.hpp" "fused_sddmm|fusedmm.hpp,sddmm.hpp,gatv2.hpp")  # packs built in parallel
+  set(_gs_groups "spmm|spmm.hpp,spmm_heads.hpp,tiles.hpp,panel.hpp" "fused_sddmm|fusedmm.hpp,sddmm.hpp,gatv2.hpp")  # packs built in parallel
   # the quantized kernels (sycl/quant_policy.hpp lists their instances), a pack of their own
   list(APPEND _gs_groups "quant|quant.hpp,quant_spmm.hpp,quant_sddmm.hpp")
   if(GNNSPARSE_SYCL_PVC)
-    list(APPEND _gs_groups "esimd|esimd/sddmm.hpp,esimd/spmm.hpp,esimd/fusedmm.hpp,esimd/tiles.hpp")
+    list(APPEND _gs_groups "esimd|esimd/sddmm.hpp,esimd/spmm.hpp,esimd/fusedmm.hpp,esimd/tiles.hpp,esimd/panel.hpp")
     list(APPEND _gs_groups "esimd_quant|esimd/quantize.hpp")  # the ESIMD quantizer passes (5 instances)
   endif()
   set(_gs_packs "")

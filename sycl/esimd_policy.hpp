@@ -11,6 +11,8 @@
 //   spmm   <float, I, VLC, N, HAS_VAL> one thread per (row, feature tile of N), chunks of VLC nonzeros
 //   fusedmm<float, I, VLC, NF, ND, HAS_VAL>  NT = 1 SDDMM (feature tile NF) feeding the SpMM (output tile ND)
 //   spmm_xmx<float, I, NB, SPLIT, HAS_VAL>   dense-ish SpMM on DPAS: 8 rows x NB * 16 columns per thread
+//   spmm_panel<float, I, BN, HAS_VAL>        dense-ish SpMM, row panels: 16 threads x 4 rows per
+//                                            work-group share each chunk of X staged in SLM
 #pragma once
 #include <cstdint>
 #include <string>
@@ -148,7 +150,28 @@ inline Instance spmm_xmx_instance(bool i64, int nb, bool split, bool has_val) {
   return Instance::of(Kernel::esimd_spmm_xmx, DType::f32, itype_of(i64), nb, split, has_val);
 }
 
-// Every instance the launchers can pick: 80 SDDMM, 32 SpMM, 128 FusedMM, 16 XMX SpMM.
+// ---- row-panel SpMM for dense-ish inputs (sycl/kernels/esimd/panel.hpp) ------------------------
+// A work-group of kPanelThreads ESIMD threads owns 64 rows (4 per thread) and one BN-column tile;
+// BN: the smallest tile >= C (choose_tile), C > 128 in tiles of 128. The kernel's panel_shape
+// holds the same numbers (the shim driver static_asserts that they agree).
+inline constexpr int kPanelThreads = 16;
+inline constexpr std::int64_t kPanelRowsPerGroup = 64;
+struct PanelLaunch {
+  int bn = 16;
+  std::int64_t local = kPanelThreads, global = 0, groups = 0;
+};
+inline PanelLaunch spmm_panel_launch(std::int64_t M, std::int64_t C) {
+  PanelLaunch l;
+  l.bn = choose_tile(C);
+  l.groups = ceil_div(M, kPanelRowsPerGroup) * ceil_div(C, l.bn);
+  l.global = l.groups * l.local;
+  return l;
+}
+inline Instance spmm_panel_instance(bool i64, int bn, bool has_val) {
+  return Instance::of(Kernel::esimd_spmm_panel, DType::f32, itype_of(i64), bn, has_val);
+}
+
+// Every instance the launchers can pick: 80 SDDMM, 32 SpMM, 128 FusedMM, 16 XMX SpMM, 16 panel SpMM.
 template <typename F>
 void for_each_esimd_instance(F &&f) {
   for (bool i64 : {false, true})
@@ -163,6 +186,9 @@ void for_each_esimd_instance(F &&f) {
     for (int nb : kXmxNB)
       for (bool split : {true, false})
         for (bool v : {false, true}) f(spmm_xmx_instance(i64, nb, split, v));
+  for (bool i64 : {false, true})
+    for (int bn : kN)
+      for (bool v : {false, true}) f(spmm_panel_instance(i64, bn, v));
 }
 
 // Registered names of every instance of one entry file ("esimd/sddmm.hpp", ...).

@@ -46,8 +46,10 @@ enum class Kernel : std::uint8_t {
   esimd_quantize,      // esimd/quantize.hpp
   gatv2_scores_sg,    // gatv2.hpp
   gatv2_grad_sg,      // gatv2.hpp
+  spmm_panel,         // panel.hpp (dense-ish inputs, row panels)
+  esimd_spmm_panel,   // esimd/panel.hpp (dense-ish inputs, row panels staged in SLM)
 };
-inline constexpr int kKernelCount = 24;
+inline constexpr int kKernelCount = 26;
 
 struct KernelSpec {
   Kernel id;
@@ -98,6 +100,10 @@ inline constexpr KernelSpec kKernels[kKernelCount] = {
     {Kernel::gatv2_scores_sg, "gatv2.hpp", "gnnsparse::gatv2_scores_sg", 3, {A::dtype, A::itype, A::integer}},  // T I SG
     {Kernel::gatv2_grad_sg, "gatv2.hpp", "gnnsparse::gatv2_grad_sg", 4,
      {A::dtype, A::itype, A::integer, A::integer}},  // T I SG V
+    {Kernel::spmm_panel, "panel.hpp", "gnnsparse::spmm_panel", 7,
+     {A::dtype, A::itype, A::reduce, A::boolean, A::integer, A::integer, A::boolean}},  // T I R W SG V STAGE
+    {Kernel::esimd_spmm_panel, "esimd/panel.hpp", "gnnsparse::esimd::spmm_panel", 4,
+     {A::dtype, A::itype, A::integer, A::boolean}},  // T I BN HAS_VAL
 };
 constexpr bool table_in_order() {
   for (int i = 0; i < kKernelCount; ++i)

@@ -32,6 +32,7 @@ struct DeviceCaps {
   std::size_t compute_units = 1;
   std::vector<std::size_t> sg_sizes;
   std::size_t preferred_sg = 1;  // 16 if supported, else the largest supported <= 32
+  std::size_t cache_bytes = 0;   // info::device::global_mem_cache_size (CPU devices: one core's L2)
 };
 
 // One submission: the instance and a 1-D nd_range (global a multiple of local).
@@ -249,6 +250,66 @@ inline Launch sddmm_tiles_launch(const DeviceCaps &c, const SddmmArgs &a) {
   return l;
 }
 
+// ---- row-panel SpMM for dense-ish inputs (sycl/kernels/panel.hpp) ----------------------------
+// Which calls the panel kernel covers: float32 features, sum or mean, no arg output, a stored entry.
+inline bool panel_cover(const SpmmArgs &a) {
+  return a.dtype == DType::f32 && (a.reduce == Reduce::sum || a.reduce == Reduce::mean) && a.A.M > 0 &&
+         a.A.K > 0 && a.A.nnz > 0 && a.C > 0;
+}
+
+// Columns per lane: the smallest power of two (at most 8) with SG * V >= C; wider C in tiles of 8 SG.
+inline int panel_v(long sg, long C) {
+  int V = 1;
+  while (V < 8 && long(V) * sg < C) V *= 2;
+  return V;
+}
+
+// Chunk height of the cache schedule (rows of X per chunk): about kPanelVisitEntries entries of a row
+// per chunk (each visit of a row costs a reload of its accumulators and a mispredicted loop exit),
+// the chunk at most a quarter of the device cache, at least 16 rows. Measured on the OpenCL CPU
+// device (docs/tiles_sycl.md, 2026-12-02): 64 - 256 KB chunks beat 16 - 32 KB ones at d = 0.1 - 0.3.
+inline constexpr double kPanelVisitEntries = 32.0;
+inline long panel_chunk_rows(const DeviceCaps &c, long M, long K, long nnz, long BN) {
+  const double d = double(nnz) / (double(M) * double(K));
+  const long cache = long(c.cache_bytes ? c.cache_bytes : (std::size_t(1) << 20));
+  const long cap = std::max(16L, cache / 4 / (BN * long(sizeof(float))));
+  const long want = d > 0 ? long(kPanelVisitEntries / d) : K;
+  return std::max(16L, std::min({want, cap, K}));
+}
+
+// The method choice on CPU devices (GNNSPARSE_SYCL_PANEL unset or "auto"). The panel saves reads of X
+// from beyond the core's cache and pays per visit of a row per chunk, so it can only win when X's
+// column tile (K x BN floats) is well beyond the device cache, the rows are dense enough to share
+// each chunk, the tile is a full 8 SG columns (the masked tail path is slow) and the columns are known
+// sorted. Measured on the OpenCL CPU device (2 cores, 1 MB L2 per core, 2026-12-02, process CPU
+// time, docs/tiles_sycl.md): with a 2 MB tile (K = 4096, N = 128) the panel was 1.18 - 1.36x the
+// sparse kernel at density 0.3 (six measurements), 0.94 - 1.25x at 0.2, 0.9 - 1.2x at 0.1; at
+// N = 32 or with the tile within 1 MB it was 0.2 - 1.0x (no traffic to save, only the visits to
+// pay). So: tile >= 2 x cache and density >= 0.25, the cells where it won every time.
+inline constexpr double kPanelCpuDensity = 0.25;
+inline constexpr double kPanelCpuTileOverCache = 2.0;
+inline bool prefer_panel_cpu(const DeviceCaps &c, long M, long K, long nnz, long C, int sorted_cols) {
+  const long sg = long(c.preferred_sg), BN = 8 * sg;
+  if (sorted_cols != 1 || M < 256 || C < BN || C % BN != 0) return false;
+  const double cache = double(c.cache_bytes ? c.cache_bytes : (std::size_t(1) << 20));
+  if (double(K) * double(BN) * sizeof(float) < kPanelCpuTileOverCache * cache) return false;
+  return double(nnz) >= kPanelCpuDensity * double(M) * double(K);
+}
+
+// staged: the local-memory schedule (work-groups of 8 sub-groups x 4 rows); else the cache schedule
+// (a sub-group of 32 rows per work-group), whose chunk height goes in Launch::chunk.
+inline Launch spmm_panel_launch(const DeviceCaps &c, const SpmmArgs &a, bool staged) {
+  const long sg = long(c.preferred_sg);
+  const int V = panel_v(sg, a.C);
+  const long BN = sg * V, RB = staged ? 4 : 32, RG = staged ? 8 : 1, BM = RB * RG, WG = sg * RG;
+  Launch l;
+  l.inst = Instance::of(Kernel::spmm_panel, DType::f32, a.A.itype, a.reduce, a.A.val != nullptr, int(sg), V, staged);
+  l.local = std::size_t(WG);
+  l.global = std::size_t(((a.A.M + BM - 1) / BM) * ((a.C + BN - 1) / BN) * WG);
+  l.chunk = staged ? 8192 / BN : panel_chunk_rows(c, a.A.M, a.A.K, a.A.nnz, BN);
+  return l;
+}
+
 // Every value of the code tables of gnnsparse/ops.hpp.
 #define GNNSPARSE_REDUCE_(name, ...) Reduce::name,
 #define GNNSPARSE_OP_(name, ...) SddmmOp::name,
@@ -287,6 +348,11 @@ void for_each_portable_instance(int sg, F &&f) {
           for (bool w : {false, true})
             for (int V : {1, 2, 4}) f(Instance::of(Kernel::spmm_tiles, t, i, r, w, sg, V));
       if (t == DType::f32) f(Instance::of(Kernel::sddmm_tiles, t, i, sg));  // sddmm_tiles_launch
+      if (t == DType::f32)  // the row-panel SpMM (spmm_panel_launch)
+        for (Reduce r : {Reduce::sum, Reduce::mean})
+          for (bool w : {false, true})
+            for (int V : {1, 2, 4, 8})
+              for (bool staged : {false, true}) f(Instance::of(Kernel::spmm_panel, t, i, r, w, sg, V, staged));
       for (SddmmOp op : kSddmmOps) f(Instance::of(Kernel::sddmm_csr, t, i, op));
       for (SddmmOp op : kSddmmOps)
         for (EdgeFn e : kEdgeFns)

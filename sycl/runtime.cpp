@@ -144,6 +144,7 @@ DeviceCaps device_caps(const sycl::device &d) {
   c.cpu = d.is_cpu();
   c.max_wg = d.get_info<sycl::info::device::max_work_group_size>();
   c.compute_units = d.get_info<sycl::info::device::max_compute_units>();
+  c.cache_bytes = std::size_t(d.get_info<sycl::info::device::global_mem_cache_size>());
   c.sg_sizes = d.get_info<sycl::info::device::sub_group_sizes>();
   c.preferred_sg = 0;
   for (size_t s : c.sg_sizes)

@@ -1,5 +1,5 @@
-// SpMM dispatch: the tiled kernels for dense-ish inputs where the method choice picks them; else
-// ESIMD on devices that have it (when it covers the case), else the portable kernel.
+// SpMM dispatch: the tiled or row-panel kernels for dense-ish inputs where their method choice picks
+// them; else ESIMD on devices that have it (when it covers the case), else the portable kernel.
 #include "launch.hpp"
 #include "tiles.hpp"
 
@@ -11,6 +11,8 @@ sycl::event spmm(sycl::queue &q, const SpmmArgs &a, const Deps &deps) {
   if (a.A.M == 0 || a.C == 0) return q.ext_oneapi_submit_barrier(deps);
   // dense-ish inputs: the tiled kernels where the method choice (sycl/tiles.hpp) picks them
   if (auto e = tiled_spmm(q, a, deps)) return *e;
+  // dense-ish inputs: the row-panel kernels where their method choice (sycl/tiles.hpp) picks them
+  if (auto e = panel_spmm(q, a, deps)) return *e;
   if (caps.esimd)
     if (auto e = esimd_spmm(q, a, deps)) return *e;
   const Launch l = spmm_launch(caps, a);

@@ -148,8 +148,11 @@ PYBIND11_MODULE(_sycl, m) {
                     gnnsparse::SpmmArgs a{A, t, r, &dummy, &dummy, arg ? (std::int64_t *)&dummy : nullptr,
                                           width};
                     check(rt::spmm_launch(caps, a));
-                    if (t == gnnsparse::DType::f32 && (r == gnnsparse::Reduce::sum || r == gnnsparse::Reduce::mean) && !arg)
-                      check(rt::spmm_tiles_launch(caps, a));  // the dense-ish path (sycl/tiles.cpp)
+                    if (t == gnnsparse::DType::f32 && (r == gnnsparse::Reduce::sum || r == gnnsparse::Reduce::mean) && !arg) {
+                      check(rt::spmm_tiles_launch(caps, a));  // the dense-ish paths (sycl/tiles.cpp, sycl/panel.cpp)
+                      check(rt::spmm_panel_launch(caps, a, false));
+                      check(rt::spmm_panel_launch(caps, a, true));
+                    }
                   }
                 for (long h : {1L, 3L, 4L}) {  // width = D
                   gnnsparse::SpmmHeadsArgs a{A, t, &dummy, &dummy, &dummy, h, width};

@@ -9,10 +9,10 @@
 # usage: tests/drivers/esimd_aot.sh [--all | --smoke] [--per-instance] [--out DIR] [--python PY]
 #   --all           every instance the launchers can pick (default; SDDMM and SpMM take ~1 min as one
 #                   module each; FusedMM falls back to one module per instance, ~15 min on 2 cores)
-#   --smoke         all SDDMM, SpMM and XMX tiles instances plus a few FusedMM ones (what the test runs; a
+#   --smoke         all SDDMM, SpMM, XMX tiles and panel instances plus a few FusedMM ones (what the test runs; a
 #                   FusedMM abort is reported as WARN and does not fail --smoke, see docs/esimd.md)
 #   --per-instance  one SPIR-V module and one ocloc run per instance (names each failure)
-#   --only OP       one of sddmm, spmm, fusedmm, tiles (the XMX / DPAS tiled SpMM)
+#   --only OP       one of sddmm, spmm, fusedmm, tiles (the XMX / DPAS tiled SpMM), panel (the row-panel SpMM)
 # Needs: g++, a Python environment with intel-sycl-rt + intel-opencl-rt (the SYCL headers, libsycl,
 # the OpenCL CPU device), and ocloc (Debian/Ubuntu: apt-get install intel-opencl-icd).
 # When a whole-entry module fails, the entry is retried one instance at a time and each failing
@@ -97,7 +97,7 @@ aot() {
 }
 
 status=0
-for entry in esimd/sddmm.hpp esimd/spmm.hpp esimd/fusedmm.hpp esimd/tiles.hpp; do
+for entry in esimd/sddmm.hpp esimd/spmm.hpp esimd/fusedmm.hpp esimd/tiles.hpp esimd/panel.hpp; do
   op=$(basename "$entry" .hpp)
   [ -z "$ONLY" ] || [ "$ONLY" = "$op" ] || continue
   mapfile -t names < <("$OUT/esimd_instances" "$entry")

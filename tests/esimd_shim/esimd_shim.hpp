@@ -2,9 +2,11 @@
 // (sycl/kernels/esimd/*.hpp) make, with the semantics of Intel's ESIMD specification
 // (sycl/doc/extensions/supported/sycl_ext_intel_esimd/sycl_ext_intel_esimd.md and the doc comments
 // of sycl/ext/intel/esimd/{simd.hpp, memory.hpp, math.hpp} in intel-sycl-rt 2026.x). The kernel
-// bodies are compiled by g++ with GNNSPARSE_ESIMD_HOST_SHIM defined and run one ESIMD thread
-// (work-item) at a time; they share nothing between threads (no SLM, no barriers, no atomics), so
-// sequential execution is faithful to the hardware's concurrent execution.
+// bodies are compiled by g++ with GNNSPARSE_ESIMD_HOST_SHIM defined. Kernels whose threads share
+// nothing (no SLM, no barrier) run one ESIMD thread (work-item) at a time, which is faithful to the
+// hardware's concurrent execution. Kernels with SLM and barriers (esimd/panel.hpp) run one
+// work-group at a time, its threads as std::threads (WorkGroup below): barrier() is a real barrier,
+// SLM is one buffer per work-group, and every SLM access is checked for races between barriers.
 //
 // What the shim adds over the spec, to catch bugs the GPU would hide or turn into faults:
 //   * "undefined" values (masked-off gather lanes) are poison: NaN for floating types, 0x5A.. for
@@ -17,9 +19,11 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <condition_variable>
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <mutex>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -43,8 +47,17 @@ inline State &state() {
   static State s;
   return s;
 }
-inline void reset() { state() = State{}; }
+// Guards State when a work-group's threads run at once (SLM kernels).
+inline std::recursive_mutex &state_mutex() {
+  static std::recursive_mutex m;
+  return m;
+}
+inline void reset() {
+  std::lock_guard<std::recursive_mutex> lock(state_mutex());
+  state() = State{};
+}
 inline void error(const std::string &e) {
+  std::lock_guard<std::recursive_mutex> lock(state_mutex());
   if (state().errors.size() < 64) state().errors.push_back(e);
 }
 inline void add_range(const char *name, const void *p, std::size_t bytes, bool writable, std::size_t elem = 0) {
@@ -53,6 +66,7 @@ inline void add_range(const char *name, const void *p, std::size_t bytes, bool w
   state().ranges.push_back(std::move(r));
 }
 inline void access(const void *p, std::size_t bytes, bool write, const char *what) {
+  std::lock_guard<std::recursive_mutex> lock(state_mutex());
   if (!state().check) return;
   const std::uintptr_t a = std::uintptr_t(p);
   for (auto &r : state().ranges) {
@@ -300,6 +314,131 @@ void prefetch(const T *p, OffsetT byte_offset, simd_mask<1> mask, Props) {
   access(a, sizeof(T) * VS, false, "prefetch");
 }
 
+}  // namespace esimd
+
+// ---- shared local memory and barrier (slm_init, slm_block_load / store, barrier) --------------
+// One work-group runs at a time; the driver makes a WorkGroup (SLM of the size the kernel declares
+// with slm_init, poisoned) and runs its threads as std::threads, each bound to it with bind().
+// barrier() waits for every thread of the group that has not returned. The shim labels every
+// access with the thread's phase (barriers passed) and reports, as the GPU would not:
+//   * an SLM load of a word another thread stored in the same phase (a read-after-write race),
+//   * an SLM store to a word another thread loaded or stored in the same phase,
+//   * an SLM load of a word never stored, an access outside the SLM size or misaligned,
+//   * threads of one group that pass different numbers of barriers (finish() of the driver).
+struct WorkGroup {
+  explicit WorkGroup(std::size_t slm_bytes, int threads)
+      : slm(slm_bytes, 0xFF), w_phase(slm_bytes / 4, -1), w_thread(slm_bytes / 4, -1), r_phase(slm_bytes / 4, -1),
+        r_mask(slm_bytes / 4, 0), nthreads(threads), barriers(std::size_t(threads), 0) {}
+  std::vector<unsigned char> slm;
+  std::vector<long> w_phase, w_thread, r_phase;  // per 4-byte word: last store (phase, thread), last loads' phase
+  std::vector<std::uint64_t> r_mask;              // threads that loaded the word in r_phase
+  std::mutex mu;
+  std::condition_variable cv;
+  int nthreads, arrived = 0, done = 0;
+  long generation = 0;
+  std::vector<long> barriers;  // per thread
+};
+struct ThreadSlot {
+  WorkGroup *wg = nullptr;
+  int tid = 0;
+  long phase = 0;
+};
+inline ThreadSlot &slot() {
+  thread_local ThreadSlot s;
+  return s;
+}
+inline void bind(WorkGroup *wg, int tid) { slot() = ThreadSlot{wg, tid, 0}; }
+// The thread returned: a barrier no longer waits for it.
+inline void unbind() {
+  WorkGroup *wg = slot().wg;
+  if (!wg) return;
+  std::lock_guard<std::mutex> lock(wg->mu);
+  wg->barriers[std::size_t(slot().tid)] = slot().phase;
+  ++wg->done;
+  if (wg->arrived > 0 && wg->arrived + wg->done == wg->nthreads) {
+    wg->arrived = 0;
+    ++wg->generation;
+    wg->cv.notify_all();
+  }
+  slot().wg = nullptr;
+}
+
+namespace esimd {
+
+template <std::uint32_t Bytes>
+void slm_init() {
+  WorkGroup *wg = slot().wg;
+  if (!wg) { error("slm_init: no work-group bound (the driver runs SLM kernels per work-group)"); return; }
+  if (wg->slm.size() < Bytes) error("slm_init: the kernel declares more SLM than the driver gave the group");
+}
+
+inline void barrier() {
+  WorkGroup *wg = slot().wg;
+  if (!wg) { error("barrier: no work-group bound"); return; }
+  std::unique_lock<std::mutex> lock(wg->mu);
+  const long gen = wg->generation;
+  if (++wg->arrived + wg->done == wg->nthreads) {
+    wg->arrived = 0;
+    ++wg->generation;
+    wg->cv.notify_all();
+  } else {
+    wg->cv.wait(lock, [&] { return wg->generation != gen; });
+  }
+  ++slot().phase;
+}
+
+namespace slm_detail {
+// Checks (and records) an SLM access of `bytes` at byte offset `off`; false when it must not happen.
+inline bool check(std::uint32_t off, std::size_t bytes, std::size_t align, bool write, const char *what) {
+  ThreadSlot &me = slot();
+  WorkGroup *wg = me.wg;
+  if (!wg) { error(std::string(what) + ": no work-group bound"); return false; }
+  if (off % align) { error(std::string(what) + ": SLM offset not " + std::to_string(align) + "-byte aligned"); return false; }
+  if (std::size_t(off) + bytes > wg->slm.size()) { error(std::string(what) + ": outside the SLM"); return false; }
+  std::lock_guard<std::mutex> lock(wg->mu);
+  const std::uint64_t bit = std::uint64_t(1) << (me.tid & 63);
+  const char *bad = nullptr;  // the first problem of this access (one report per access)
+  for (std::size_t w = off / 4; w < (off + bytes) / 4; ++w) {
+    if (write) {
+      if (!bad && wg->w_phase[w] == me.phase && wg->w_thread[w] != me.tid)
+        bad = "stores of two threads to one SLM word in one phase";
+      if (!bad && wg->r_phase[w] == me.phase && (wg->r_mask[w] & ~bit))
+        bad = "a store to an SLM word another thread loaded in this phase (no barrier between)";
+      wg->w_phase[w] = me.phase;
+      wg->w_thread[w] = me.tid;
+    } else {
+      if (!bad && wg->w_phase[w] < 0) bad = "a load of SLM never stored";
+      if (!bad && wg->w_phase[w] == me.phase && wg->w_thread[w] != me.tid)
+        bad = "a load of an SLM word another thread stored in this phase (no barrier between)";
+      if (wg->r_phase[w] != me.phase) { wg->r_phase[w] = me.phase; wg->r_mask[w] = 0; }
+      wg->r_mask[w] |= bit;
+    }
+  }
+  if (bad) error(std::string(what) + ": " + bad);
+  return true;
+}
+}  // namespace slm_detail
+
+// slm_block_load (slm-bl-1) / slm_block_store (slm-bs-2): N contiguous elements at a byte offset in
+// SLM; without an alignment property the offset must be 16-byte aligned (the spec's default).
+template <typename T, int N, typename Props = properties<>>
+simd<T, N> slm_block_load(std::uint32_t byte_offset, Props = {}) {
+  constexpr int align = Props::alignment ? Props::alignment : 16;
+  simd<T, N> r;
+  if (!slm_detail::check(byte_offset, sizeof(T) * N, std::size_t(align), false, "slm_block_load")) return r;
+  std::memcpy(&r[0], slot().wg->slm.data() + byte_offset, sizeof(T) * N);
+  return r;
+}
+template <typename T, int N, typename Props = properties<>>
+void slm_block_store(std::uint32_t byte_offset, simd<T, N> vals, Props = {}) {
+  constexpr int align = Props::alignment ? Props::alignment : 16;
+  if (!slm_detail::check(byte_offset, sizeof(T) * N, std::size_t(align), true, "slm_block_store")) return;
+  std::memcpy(slot().wg->slm.data() + byte_offset, &vals[0], sizeof(T) * N);
+}
+
+}  // namespace esimd
+
+namespace esimd {
 // ---- math -----------------------------------------------------------------------------------
 // reduce<T0>(v, std::plus<>()) (math.hpp reduce -> detail::sum): for a power-of-two size, the
 // halving tree reduce_single: v[0:N/2] + v[N/2:N], recursively, down to one element.

@@ -10,7 +10,9 @@
 // Returns 0 on success, else the number of shim errors (text: shim_last_errors()).
 // Compile with -DSHIM_PART=1|2|3 to build one op per object (parallel builds); the default builds all.
 // -DSHIM_PART=4 builds only the XMX tiled SpMM (esimd/tiles.hpp) and the dpas model, as its own library
-// (tests/test_sycl_tiles.py).
+// (tests/test_sycl_tiles.py). -DSHIM_PART=5 builds only the row-panel SpMM (esimd/panel.hpp, SLM and
+// barriers: one work-group at a time, its threads as std::threads; link with -pthread;
+// tests/test_sycl_panel.py).
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -24,6 +26,11 @@
 #endif
 #if SHIM_PART == 4
 #include "esimd/tiles.hpp"
+#endif
+#if SHIM_PART == 5
+#include <thread>
+
+#include "esimd/panel.hpp"
 #endif
 
 namespace ge = gnnsparse::esimd;
@@ -60,6 +67,28 @@ void register_csr(const void *rowptr, const void *col, const float *val, i64 M, 
   if (nnz) shim::add_range("col", col, sizeof(I) * nnz, false);
   if (val && nnz) shim::add_range("val", val, sizeof(float) * nnz, false);
 }
+
+#if SHIM_PART == 5
+// Runs body(t) as thread t of one work-group with `slm` bytes of SLM; then checks that every thread
+// passed the same number of barriers.
+template <typename F>
+void run_group(std::size_t slm, int threads, F &&body, const std::string &what) {
+  shim::WorkGroup wg(slm, threads);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t)
+    ts.emplace_back([&, t] {
+      shim::bind(&wg, t);
+      body(t);
+      shim::unbind();
+    });
+  for (auto &th : ts) th.join();
+  for (long b : wg.barriers)
+    if (b != wg.barriers[0]) {
+      shim::error(what + ": the threads of a work-group passed different numbers of barriers");
+      break;
+    }
+}
+#endif
 
 }  // namespace
 
@@ -230,6 +259,85 @@ int shim_spmm_xmx(int idx64, int nb, int split, int reduce, const void *rowptr, 
   };
   if (idx64) run(std::int64_t{}); else run(std::int32_t{});
   if (!ok) shim::error("spmm_xmx: no instance for these parameters");
+  return finish("Y");
+}
+#endif
+
+#if SHIM_PART == 5
+// All errors of the last run, newline separated.
+const char *shim_last_errors() {
+  static std::string s;
+  s.clear();
+  for (auto &e : shim::state().errors) s += e + "\n";
+  return s.c_str();
+}
+
+// Registered names of the panel instances, newline separated.
+const char *shim_instance_names(const char *entry) {
+  static std::string s;
+  s.clear();
+  for (auto &n : gp::all_instance_names(entry)) s += n + "\n";
+  return s.c_str();
+}
+
+// The launch the host launcher makes for the panel SpMM: out = {bn, local, global, groups}.
+void shim_panel_policy(i64 M, i64 C, i64 *out) {
+  const gp::PanelLaunch l = gp::spmm_panel_launch(M, C);
+  const i64 v[4] = {l.bn, l.local, l.global, l.groups};
+  std::memcpy(out, v, sizeof v);
+}
+
+// Probes of the shim's SLM checks, two threads and 64 bytes of SLM: mode 0: thread 0 stores,
+// barrier, thread 1 loads (clean); 1: the same without the barrier (a race); 2: thread 1 skips the
+// barrier; 3: thread 1 loads SLM nobody stored; 4: both threads store the same words in one phase.
+// Returns the number of shim errors.
+int shim_slm_probe(int mode) {
+  shim::reset();
+  run_group(64, 2, [&](int t) {
+    const ge::simd<float, 12> v(float(t + 1));
+    if (t == 0 || mode == 4) ge::xe::slm_block_store<float, 12>(0, v);  // bytes 0 .. 47
+    if (mode != 1 && !(mode == 2 && t == 1)) ge::xe::barrier();
+    if (t == 1 && mode == 3) (void)ge::xe::slm_block_load<float, 16>(0);  // bytes 48 .. 63: never stored
+    else if (t == 1 && mode != 4) (void)ge::xe::slm_block_load<float, 12>(0);
+  }, "probe");
+  return int(shim::state().errors.size());
+}
+
+// Row-panel SpMM (sum / mean; reduce: a gnnsparse::Reduce code): Y[M, C] from X[K, C]; val may be
+// null. bn = 0: the launcher's choice. Each work-group runs with its own SLM, its threads at once.
+int shim_spmm_panel(int idx64, int bn, int reduce, const void *rowptr, const void *col, const float *val,
+                    const float *X, float *Y, i64 M, i64 K, i64 nnz, i64 C) {
+  static_assert(gp::kPanelThreads == ge::kPanelThreads && gp::kPanelRowsPerGroup == ge::panel_shape<16>::BM,
+                "the launch policy and the kernel agree on the work-group shape");
+  shim::reset();
+  gp::PanelLaunch l = gp::spmm_panel_launch(M, C);
+  if (bn) {
+    l.bn = bn;
+    l.groups = gp::ceil_div(M, gp::kPanelRowsPerGroup) * gp::ceil_div(C, bn);
+    l.global = l.groups * l.local;
+  }
+  bool ok = false;
+  auto run = [&](auto I_tag) {
+    using I = decltype(I_tag);
+    register_csr<I>(rowptr, col, val, M, nnz);
+    if (K * C != 0) shim::add_range("X", X, sizeof(float) * K * C, false);
+    if (M * C != 0) shim::add_range("Y", Y, sizeof(float) * M * C, true, sizeof(float));
+    dispatch<16, 32, 64, 128>(l.bn, [&](auto BN) {
+      ok = true;
+      using Shape = ge::panel_shape<BN.value>;
+      const auto *rp = static_cast<const I *>(rowptr);
+      const auto *cp = static_cast<const I *>(col);
+      const auto red = gnnsparse::Reduce(reduce);
+      for (i64 g = 0; g < l.groups; ++g)
+        run_group(Shape::kSlmBytes, int(l.local), [&](int t) {
+          ge::xe::slm_init<Shape::kSlmBytes>();  // as the kernel's entry point does
+          if (val) ge::spmm_panel_thread<float, I, BN.value, true>(g, t, rp, cp, val, X, Y, M, K, C, red);
+          else ge::spmm_panel_thread<float, I, BN.value, false>(g, t, rp, cp, val, X, Y, M, K, C, red);
+        }, "spmm_panel (work-group " + std::to_string(g) + ")");
+    });
+  };
+  if (idx64) run(std::int64_t{}); else run(std::int32_t{});
+  if (!ok) shim::error("spmm_panel: no instance for these parameters");
   return finish("Y");
 }
 #endif
