@@ -116,7 +116,7 @@ def test_sddmm_dot_batch_boundaries(rng, dtype):
     # partial chunk of features, heads that do not divide the batch; bitwise repeatable
     for M, K, deg, hub in [(3, 5, 40.0, 0), (300, 90, 2.0, 2049), (1000, 37, 0.6, 0), (17, 1, 9.0, 0)]:
         A = random_csr(rng, M, K, mean_deg=deg, hub=hub, empty_frac=0.5, weighted=False)
-        for F, H in [(1, 1), (16, 1), (32, 1), (33, 1), (48, 3), (128, 1), (5, 16)]:
+        for F, H in [(1, 1), (16, 1), (32, 1), (33, 1), (48, 3), (64, 1), (128, 1), (5, 16)]:
             X = rng.standard_normal((M, H, F)).astype(dtype)
             Y = rng.standard_normal((K, H, F)).astype(dtype)
             E = gs.sddmm(A, X, Y, "dot")
@@ -124,6 +124,24 @@ def test_sddmm_dot_batch_boundaries(rng, dtype):
             tol = TOL[dtype]["rtol"] * max(1.0, np.sqrt(F))
             np.testing.assert_allclose(E, ref.sddmm(A, X, Y, "dot"), rtol=tol, atol=tol)
             assert np.array_equal(gs.sddmm(A, X, Y, "dot"), E)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sddmm_dot_one_head_same_bits_as_heads(rng, dtype):
+    # one head at F = 16, 32, 64, 128 takes the schedule that keeps the row's X slice in registers
+    # (policy.hpp); two heads take the generic one. Both sum each edge in the same order, so head 0
+    # of a two-head call (the same values twice) equals the one-head call bit for bit. Graphs with
+    # runs of empty rows, a hub longer than a sub-group's run, rows that straddle runs.
+    for M, K, deg, hub in [(700, 300, 3.0, 5000), (40, 40, 60.0, 0), (2000, 50, 0.4, 0)]:
+        A = random_csr(rng, M, K, mean_deg=deg, hub=hub, empty_frac=0.4, weighted=False)
+        for F in (16, 32, 64, 128):
+            X = rng.standard_normal((M, F)).astype(dtype)
+            Y = rng.standard_normal((K, F)).astype(dtype)
+            E = gs.sddmm(A, X, Y, "dot")
+            E2 = gs.sddmm(A, np.stack([X, X], 1), np.stack([Y, -Y], 1), "dot")
+            assert np.array_equal(E, E2[:, 0]) and np.array_equal(E, -E2[:, 1])
+            tol = TOL[dtype]["rtol"] * np.sqrt(F)
+            np.testing.assert_allclose(E, ref.sddmm(A, X, Y, "dot"), rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("M, K, deg, hub", SHAPES)
