@@ -127,21 +127,28 @@ def test_sddmm_dot_batch_boundaries(rng, dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_sddmm_dot_one_head_same_bits_as_heads(rng, dtype):
-    # one head at F = 16, 32, 64, 128 takes the schedule that keeps the row's X slice in registers
-    # (policy.hpp); two heads take the generic one. Both sum each edge in the same order, so head 0
-    # of a two-head call (the same values twice) equals the one-head call bit for bit. Graphs with
-    # runs of empty rows, a hub longer than a sub-group's run, rows that straddle runs.
+def test_sddmm_dot_schedules_same_bits(rng, dtype):
+    # F = 16, 32, 64, 128 take the schedule that walks the pairs one at a time with the X slice in
+    # registers (policy.hpp; one head: kept across the row), other widths the generic one. All sum
+    # each pair in the same order, so they agree bit for bit: one head, head 0 of two heads (the
+    # same values twice, and the negated ones), and the generic schedule on the features padded
+    # with zeros to a width it takes (+ 0 * 0 leaves every partial sum as it was). Graphs with runs
+    # of empty rows, a hub longer than a sub-group's run, rows that straddle runs.
     for M, K, deg, hub in [(700, 300, 3.0, 5000), (40, 40, 60.0, 0), (2000, 50, 0.4, 0)]:
         A = random_csr(rng, M, K, mean_deg=deg, hub=hub, empty_frac=0.4, weighted=False)
         for F in (16, 32, 64, 128):
             X = rng.standard_normal((M, F)).astype(dtype)
             Y = rng.standard_normal((K, F)).astype(dtype)
             E = gs.sddmm(A, X, Y, "dot")
-            E2 = gs.sddmm(A, np.stack([X, X], 1), np.stack([Y, -Y], 1), "dot")
-            assert np.array_equal(E, E2[:, 0]) and np.array_equal(E, -E2[:, 1])
             tol = TOL[dtype]["rtol"] * np.sqrt(F)
             np.testing.assert_allclose(E, ref.sddmm(A, X, Y, "dot"), rtol=tol, atol=tol)
+            E2 = gs.sddmm(A, np.stack([X, X], 1), np.stack([Y, -Y], 1), "dot")
+            assert np.array_equal(E, E2[:, 0]) and np.array_equal(E, -E2[:, 1])
+            pad = 32 if F == 16 else 16  # widths 48, 48, 80, 144: not 16 * a power of two <= 8
+            Xp, Yp = (np.pad(a, ((0, 0), (0, pad))) for a in (X, Y))
+            assert np.array_equal(E, gs.sddmm(A, Xp, Yp, "dot"))
+            Ep2 = gs.sddmm(A, np.stack([Xp, Xp], 1), np.stack([Yp, Yp], 1), "dot")
+            assert np.array_equal(E, Ep2[:, 0]) and np.array_equal(E, Ep2[:, 1])
 
 
 @pytest.mark.parametrize("M, K, deg, hub", SHAPES)
