@@ -175,7 +175,7 @@ inline Launch sddmm_launch(const DeviceCaps &c, const SddmmArgs &a) {
   // 2.6-6.7x even at F = 1, 4, 8, where most lanes of a chunk of features idle: docs/performance.md).
   // F = 16, 32, 64, 128 (SG = 16): the instances that walk the pairs one at a time with X in
   // registers (NF > 0; ONE_HEAD for one head), in runs of up to 16 batches; on the CPU device they
-  // were 1.4-2.4x faster than NF = 0 at every such F, one head or four (docs/performance.md,
+  // were 1.4-2.5x faster than NF = 0 at every such F, one head or four (docs/performance.md,
   // 2026-12-02), and they give the same bits.
   if (a.op == SddmmOp::dot && sg >= 2) {
     const int nf = sddmm_dot_nf(sg, long(a.F));

@@ -122,8 +122,8 @@ inline void sddmm_dot_batches(const sycl::sub_group &sg, long lane, const I *row
 template <typename T, typename I, int SG, int NF, bool ONE_HEAD>
 struct DotRun {
   static constexpr long F = NF * SG;
-  long i, row_end;  // the current row and rowptr[i + 1]
-  long k = 0, h = 0;  // the next pair's edge and head (several heads only)
+  long i, row_end;    // the current row and rowptr[i + 1]
+  long k = 0, h = 0;  // the pair's edge and head (several heads: carried from pair to pair)
   T x[NF];
 
   template <bool FULL>
