@@ -6,7 +6,8 @@
 //                   (one tile: `rows` consecutive rows per sub-group)
 //   spmm_csr_narrow C <  SG: lanes over edges, a lane keeps all C <= V features
 //   sddmm_dot_sg    dot: a run of (edge, head) pairs per sub-group, lanes over F, one
-//                   transpose-reduce per SG pairs
+//                   transpose-reduce per SG pairs (NF > 0: F = NF * SG, the pairs walked one
+//                   at a time with the X slice in registers; ONE_HEAD: kept across a row)
 //   sddmm_csr       add (dot only where sub-groups are 1 wide): a work-item per (edge, head)
 //   fusedmm_csr_sg  lanes over D, V features per lane, ntiles tiles of SG * V
 //   spmm_heads_sg / spmm_heads_narrow  spmm_csr_sg / spmm_csr_narrow's schedules over the H * D
@@ -148,14 +149,23 @@ inline Launch gatv2_launch(const DeviceCaps &c, const Gatv2Args &a, bool grad) {
   return l;
 }
 
-// (edge, head) pairs per sub-group of sddmm_dot_sg: batches of SG pairs, up to 8 batches so the
-// binary search that finds the first pair's row is paid once per 8 SG pairs, fewer when that
-// would leave less than 64 sub-groups per compute unit (load balance over the cores).
-inline long sddmm_chunk(const DeviceCaps &c, long pairs) {
+// (edge, head) pairs per sub-group of sddmm_dot_sg: batches of SG pairs, up to `batches` of them
+// so the binary search that finds the first pair's row (and, for NF > 0, the first load of the
+// row's X slice) is paid once per run, fewer when that would leave less than 64 sub-groups per
+// compute unit (load balance over the cores).
+inline long sddmm_chunk(const DeviceCaps &c, long pairs, long batches = 8) {
   const long sg = long(c.preferred_sg), want = 64 * long(std::max<std::size_t>(c.compute_units, 1));
-  long b = 8;
+  long b = batches;
   while (b > 1 && pairs / (sg * b) < want) b /= 2;
   return sg * b;
+}
+
+// Widths with a register-resident X slice in sddmm_dot_sg: F = NF * SG for NF = 1, 2, 4, 8 (else 0).
+inline constexpr int kMaxSddmmNF = 8;
+inline int sddmm_dot_nf(long sg, long F) {
+  if (F % sg != 0) return 0;
+  const long nf = F / sg;
+  return (nf & (nf - 1)) == 0 && nf <= kMaxSddmmNF ? int(nf) : 0;
 }
 
 // Preconditions: nnz > 0, H > 0.
@@ -163,11 +173,16 @@ inline Launch sddmm_launch(const DeviceCaps &c, const SddmmArgs &a) {
   const int sg = int(c.preferred_sg);
   Launch l;
   // dot: the sub-group kernel at every F (on the CPU device it beat the work-item-per-pair kernel
-  // 2.6-6.7x even at F = 1, 4, 8, where most lanes of a chunk of features idle: docs/performance.md)
+  // 2.6-6.7x even at F = 1, 4, 8, where most lanes of a chunk of features idle: docs/performance.md).
+  // F = 16, 32, 64, 128 (SG = 16): the instances that walk the pairs one at a time with X in
+  // registers (NF > 0; ONE_HEAD for one head), in runs of up to 16 batches; on the CPU device they
+  // were 1.4-2.5x faster than NF = 0 at every such F, one head or four (docs/performance.md,
+  // 2026-12-02), and they give the same bits.
   if (a.op == SddmmOp::dot && sg >= 2) {
-    l.inst = Instance::of(Kernel::sddmm_dot_sg, a.dtype, a.A.itype, sg);
+    const int nf = sddmm_dot_nf(sg, long(a.F));
+    l.inst = Instance::of(Kernel::sddmm_dot_sg, a.dtype, a.A.itype, sg, nf, nf > 0 && a.H == 1);
     const long pairs = a.A.nnz * a.H;
-    l.chunk = sddmm_chunk(c, pairs);
+    l.chunk = sddmm_chunk(c, pairs, nf > 0 ? 16 : 8);
     l.global = std::size_t((pairs + l.chunk - 1) / l.chunk) * sg;
   } else {
     l.inst = Instance::of(Kernel::sddmm_csr, a.dtype, a.A.itype, a.op);
@@ -342,7 +357,11 @@ void for_each_portable_instance(int sg, F &&f) {
         for (int V = 1; V <= narrow_width(sg - 1); V *= 2) f(Instance::of(Kernel::spmm_heads_narrow, t, i, sg, V));
       f(Instance::of(Kernel::gatv2_scores_sg, t, i, sg));
       for (int V = 1; V <= kMaxV; V *= 2) f(Instance::of(Kernel::gatv2_grad_sg, t, i, sg, V));
-      if (sg >= 2) f(Instance::of(Kernel::sddmm_dot_sg, t, i, sg));
+      if (sg >= 2) {
+        f(Instance::of(Kernel::sddmm_dot_sg, t, i, sg, 0, false));
+        for (int nf = 1; nf <= kMaxSddmmNF; nf *= 2)
+          for (bool one_head : {false, true}) f(Instance::of(Kernel::sddmm_dot_sg, t, i, sg, nf, one_head));
+      }
       if (t == DType::f32)  // the tiled SpMM (spmm_tiles_launch)
         for (Reduce r : {Reduce::sum, Reduce::mean})
           for (bool w : {false, true})

@@ -116,7 +116,7 @@ def test_sddmm_dot_batch_boundaries(rng, dtype):
     # partial chunk of features, heads that do not divide the batch; bitwise repeatable
     for M, K, deg, hub in [(3, 5, 40.0, 0), (300, 90, 2.0, 2049), (1000, 37, 0.6, 0), (17, 1, 9.0, 0)]:
         A = random_csr(rng, M, K, mean_deg=deg, hub=hub, empty_frac=0.5, weighted=False)
-        for F, H in [(1, 1), (16, 1), (32, 1), (33, 1), (48, 3), (128, 1), (5, 16)]:
+        for F, H in [(1, 1), (16, 1), (32, 1), (33, 1), (48, 3), (64, 1), (128, 1), (5, 16)]:
             X = rng.standard_normal((M, H, F)).astype(dtype)
             Y = rng.standard_normal((K, H, F)).astype(dtype)
             E = gs.sddmm(A, X, Y, "dot")
@@ -124,6 +124,31 @@ def test_sddmm_dot_batch_boundaries(rng, dtype):
             tol = TOL[dtype]["rtol"] * max(1.0, np.sqrt(F))
             np.testing.assert_allclose(E, ref.sddmm(A, X, Y, "dot"), rtol=tol, atol=tol)
             assert np.array_equal(gs.sddmm(A, X, Y, "dot"), E)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sddmm_dot_schedules_same_bits(rng, dtype):
+    # F = 16, 32, 64, 128 take the schedule that walks the pairs one at a time with the X slice in
+    # registers (policy.hpp; one head: kept across the row), other widths the generic one. All sum
+    # each pair in the same order, so they agree bit for bit: one head, head 0 of two heads (the
+    # same values twice, and the negated ones), and the generic schedule on the features padded
+    # with zeros to a width it takes (+ 0 * 0 leaves every partial sum as it was). Graphs with runs
+    # of empty rows, a hub longer than a sub-group's run, rows that straddle runs.
+    for M, K, deg, hub in [(700, 300, 3.0, 5000), (40, 40, 60.0, 0), (2000, 50, 0.4, 0)]:
+        A = random_csr(rng, M, K, mean_deg=deg, hub=hub, empty_frac=0.4, weighted=False)
+        for F in (16, 32, 64, 128):
+            X = rng.standard_normal((M, F)).astype(dtype)
+            Y = rng.standard_normal((K, F)).astype(dtype)
+            E = gs.sddmm(A, X, Y, "dot")
+            tol = TOL[dtype]["rtol"] * np.sqrt(F)
+            np.testing.assert_allclose(E, ref.sddmm(A, X, Y, "dot"), rtol=tol, atol=tol)
+            E2 = gs.sddmm(A, np.stack([X, X], 1), np.stack([Y, -Y], 1), "dot")
+            assert np.array_equal(E, E2[:, 0]) and np.array_equal(E, -E2[:, 1])
+            pad = 32 if F == 16 else 16  # widths 48, 48, 80, 144: not 16 * a power of two <= 8
+            Xp, Yp = (np.pad(a, ((0, 0), (0, pad))) for a in (X, Y))
+            assert np.array_equal(E, gs.sddmm(A, Xp, Yp, "dot"))
+            Ep2 = gs.sddmm(A, np.stack([Xp, Xp], 1), np.stack([Yp, Yp], 1), "dot")
+            assert np.array_equal(E, Ep2[:, 0]) and np.array_equal(E, Ep2[:, 1])
 
 
 @pytest.mark.parametrize("M, K, deg, hub", SHAPES)

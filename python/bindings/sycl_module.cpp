@@ -141,7 +141,8 @@ PYBIND11_MODULE(_sycl, m) {
         for (gnnsparse::DType t : {gnnsparse::DType::f32, gnnsparse::DType::f64})
           for (gnnsparse::IType it : {gnnsparse::IType::i32, gnnsparse::IType::i64})
             for (bool w : {false, true})
-              for (long width : {1L, 2L, 3L, 5L, 8L, 9L, 15L, 16L, 17L, 31L, 33L, 64L, 100L, 128L, 129L, 300L, 1000L}) {
+              for (long width : {1L, 2L, 3L, 5L, 8L, 9L, 15L, 16L, 17L, 31L, 32L, 33L, 64L, 100L, 128L, 129L, 256L, 300L,
+                                 1000L}) {
                 gnnsparse::CsrView A{it, &dummy, &dummy, w ? &dummy : nullptr, 7, 7, 20};
                 for (gnnsparse::Reduce r : rt::kReduces)
                   for (bool arg : {false, true}) {
@@ -163,9 +164,11 @@ PYBIND11_MODULE(_sycl, m) {
                   check(rt::gatv2_launch(caps, g, true));
                 }
                 for (gnnsparse::SddmmOp op : rt::kSddmmOps) {
-                  gnnsparse::SddmmArgs a{A, t, op, &dummy, &dummy, &dummy, 2, width};
-                  check(rt::sddmm_launch(caps, a));
-                  if (t == gnnsparse::DType::f32 && op == gnnsparse::SddmmOp::dot) check(rt::sddmm_tiles_launch(caps, a));
+                  for (long h : {1L, 2L}) {  // one head: the register-resident X instances of sddmm_dot_sg
+                    gnnsparse::SddmmArgs a{A, t, op, &dummy, &dummy, &dummy, h, width};
+                    check(rt::sddmm_launch(caps, a));
+                    if (t == gnnsparse::DType::f32 && op == gnnsparse::SddmmOp::dot) check(rt::sddmm_tiles_launch(caps, a));
+                  }
                   for (gnnsparse::EdgeFn e : rt::kEdgeFns) {
                     gnnsparse::FusedArgs f{A, t, op, e, 0.2, &dummy, &dummy,
                                            &dummy, &dummy, nullptr, 2, 3, width};

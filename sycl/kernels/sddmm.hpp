@@ -2,7 +2,9 @@
 //   sddmm_csr     add (and dot on devices without sub-groups of at least 2): one work-item per
 //                 (edge k, head h), the edge's row from a binary search in rowptr;
 //   sddmm_dot_sg  dot: a sub-group per run of (edge, head) pairs, lanes over features, one
-//                 transpose-reduce per SG pairs.
+//                 transpose-reduce per SG pairs. NF = 0: any H and F; NF > 0: F = NF * SG, the
+//                 pairs walked one at a time with the X slice in registers (ONE_HEAD: kept
+//                 across a row's edges).
 #pragma once
 #include <sycl/group_algorithm.hpp>
 
@@ -106,25 +108,102 @@ inline void sddmm_dot_batches(const sycl::sub_group &sg, long lane, const I *row
   }
 }
 
-template <typename T, typename I, int SG>
+// F = NF * SG (NF > 0): the pairs of a run taken one at a time, so the pair's edge k, head h, row i
+// and both row offsets are uniform across the sub-group (scalar loads and arithmetic on the CPU
+// device, no broadcasts), and the X slice of (i, h) (NF vectors) stays in registers while it
+// serves: with one head (ONE_HEAD) until the run crosses into the next row, so X is read once per
+// row instead of once per edge; with several heads it changes every pair and is reloaded (from L1:
+// the row's heads are contiguous). Per pair: a load of col[k], NF contiguous vector loads of Y and
+// NF multiply-adds; per SG pairs one transpose-reduce and one vector store, as in
+// sddmm_dot_batches. FULL: a whole batch [p0, p0 + SG) inside the run (no clamping); else the
+// run's last, partial batch, whose lanes past p_end repeat the last pair and are not stored. Each
+// pair sums in the same order as in sddmm_dot_batches (per lane in f order, then the fixed
+// butterfly tree), so both schedules give the same bits.
+template <typename T, typename I, int SG, int NF, bool ONE_HEAD>
+struct DotRun {
+  static constexpr long F = NF * SG;
+  long i, row_end;    // the current row and rowptr[i + 1]
+  long k = 0, h = 0;  // the pair's edge and head (several heads: carried from pair to pair)
+  T x[NF];
+
+  template <bool FULL>
+  void batch(const sycl::sub_group &sg, long lane, const I *rowptr, const I *col, const T *X, const T *Y, T *E,
+             long H, long p0, long p_end) {
+    const long HH = ONE_HEAD ? 1 : H;  // compile-time constants where there is one head
+    T part[SG];
+#pragma unroll
+    for (int s = 0; s < SG; ++s) {
+      const long hh = ONE_HEAD ? 0 : h;
+      if constexpr (ONE_HEAD) k = FULL ? p0 + s : (p0 + s < p_end ? p0 + s : p_end - 1);
+      bool fresh = !ONE_HEAD;  // several heads: a new (i, h) every pair
+      if (k >= row_end) {      // uniform: the run enters the next non-empty row
+        do {
+          ++i;
+          row_end = long(rowptr[i + 1]);
+        } while (k >= row_end);
+        fresh = true;
+      }
+      if (fresh) {
+#pragma unroll
+        for (int c = 0; c < NF; ++c) x[c] = X[(i * HH + hh) * F + c * SG + lane];
+      }
+      const T *y = Y + (long(col[k]) * HH + hh) * F + lane;
+      T acc = T(0);
+#pragma unroll
+      for (int c = 0; c < NF; ++c) acc += x[c] * y[c * SG];
+      part[s] = acc;
+      if constexpr (!ONE_HEAD)
+        if (FULL || p0 + s + 1 < p_end)  // past p_end the last pair repeats
+          if (++h == HH) {
+            h = 0;
+            ++k;
+          }
+    }
+    transpose_reduce<T, SG, SG / 2>(sg, lane, part);
+    if (FULL || p0 + lane < p_end) E[p0 + lane] = part[0];
+  }
+
+  void run(const sycl::sub_group &sg, long lane, const I *rowptr, const I *col, const T *X, const T *Y, T *E,
+           long M, long H, long p_begin, long p_end) {
+    k = ONE_HEAD ? p_begin : p_begin / H;
+    h = ONE_HEAD ? 0 : p_begin - k * H;
+    i = row_of_edge(rowptr, M, k);
+    row_end = long(rowptr[i + 1]);
+#pragma unroll
+    for (int c = 0; c < NF; ++c) x[c] = X[(i * H + h) * F + c * SG + lane];
+    long p0 = p_begin;
+    for (; p0 + SG <= p_end; p0 += SG) batch<true>(sg, lane, rowptr, col, X, Y, E, H, p0, p_end);
+    if (p0 < p_end) batch<false>(sg, lane, rowptr, col, X, Y, E, H, p0, p_end);
+  }
+};
+
+// NF = 0: any H and F (sddmm_dot_batches). NF > 0: F == NF * SG, and H == 1 where ONE_HEAD
+// (policy.hpp picks the instance). One schedule per instance: a kernel that held the schedules
+// of several widths ran many times slower on the CPU device (docs/performance.md).
+template <typename T, typename I, int SG, int NF, bool ONE_HEAD>
 SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))
 SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<SG>))
 void sddmm_dot_sg(const I *rowptr, const I *col, const T *X, const T *Y, T *E, long M, long total, long H, long F,
                   long chunk) {
   static_assert(SG >= 2 && (SG & (SG - 1)) == 0, "power-of-two sub-group");
+  static_assert(NF > 0 || !ONE_HEAD, "NF = 0 takes any number of heads");
   const auto [sg, g, lane] = subgroup_slot();
   const long p_begin = g * chunk;
   if (p_begin >= total) return;
   const long p_end = p_begin + chunk < total ? p_begin + chunk : total;
-  // the common widths with the feature loop unrolled, the rest with a loop (and a masked tail)
-  if (F == SG)
-    sddmm_dot_batches<T, I, SG, 1, false>(sg, lane, rowptr, col, X, Y, E, M, H, F, p_begin, p_end);
-  else if (F == 2 * SG)
-    sddmm_dot_batches<T, I, SG, 2, false>(sg, lane, rowptr, col, X, Y, E, M, H, F, p_begin, p_end);
-  else if (F % SG == 0)
-    sddmm_dot_batches<T, I, SG, 0, false>(sg, lane, rowptr, col, X, Y, E, M, H, F, p_begin, p_end);
-  else
-    sddmm_dot_batches<T, I, SG, 0, true>(sg, lane, rowptr, col, X, Y, E, M, H, F, p_begin, p_end);
+  if constexpr (NF > 0) {
+    DotRun<T, I, SG, NF, ONE_HEAD>{}.run(sg, lane, rowptr, col, X, Y, E, M, H, p_begin, p_end);
+  } else {
+    // the common widths with the feature loop unrolled, the rest with a loop (and a masked tail)
+    if (F == SG)
+      sddmm_dot_batches<T, I, SG, 1, false>(sg, lane, rowptr, col, X, Y, E, M, H, F, p_begin, p_end);
+    else if (F == 2 * SG)
+      sddmm_dot_batches<T, I, SG, 2, false>(sg, lane, rowptr, col, X, Y, E, M, H, F, p_begin, p_end);
+    else if (F % SG == 0)
+      sddmm_dot_batches<T, I, SG, 0, false>(sg, lane, rowptr, col, X, Y, E, M, H, F, p_begin, p_end);
+    else
+      sddmm_dot_batches<T, I, SG, 0, true>(sg, lane, rowptr, col, X, Y, E, M, H, F, p_begin, p_end);
+  }
 }
 
 }  // namespace gnnsparse
