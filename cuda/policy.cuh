@@ -344,7 +344,7 @@ inline SddmmPlan plan_sddmm(int64_t M, int64_t nnz, int64_t H, int64_t F, int64_
   // full across row ends.
   const int64_t avg = M > 0 ? nnz / M : 0;
   p.rows = force_rows > 0 ? force_rows : (avg <= SddmmTuning::kRowsMaxAvg ? SddmmTuning::kMaxRows : 1);
-  if (!p.one) p.rows = 1;
+  if (!p.one || nnz > INT32_MAX) p.rows = 1;  // the walk counts a group's edges in 32 bits
   const int64_t row_groups = (M + p.rows - 1) / p.rows * H;
   p.rows_blocks = (row_groups + groups_per_block - 1) / groups_per_block;
   return p;
