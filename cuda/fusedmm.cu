@@ -6,7 +6,10 @@
 // group computes the score (lanes split F, butterfly sum, so every lane holds it; the row operand
 // X[i] is held in registers when it fits one vector per lane), applies the edge function and
 // accumulates w * Z[j, h, cols] into its registers (TL vectors per lane). When Y is Z (and F ==
-// D) the gathered row feeds both. Row softmax is done in one pass with a running max and sum (the
+// D) the gathered row feeds both. A dot whose F is one vector per lane (TL = 1, Y != Z) takes the
+// one-vector walk (FusedAgent::run_one: the batch's dots finished by one transposed
+// reduce-scatter, one edge per lane set, the weights broadcast; its rows longer than kWarpRowMin
+// go to fused_long_rows_kernel). Row softmax is done in one pass with a running max and sum (the
 // accumulator is rescaled when the max grows; Milakov & Gimelshein, "Online normalizer
 // calculation for softmax", 2018), and partial states of contiguous edge ranges merge exactly
 // like that (FusedAgent::merge). Rows longer than kWarpRowMin are taken by the whole warp (its

@@ -293,7 +293,9 @@ inline Gatv2Plan plan_gatv2(int64_t M, int64_t nnz, int64_t H, int64_t C, int64_
 // the rest of its warp waits: 0.78x the old edge-parallel kernel there, 2026-12-01). Hub rows take
 // the hub pass (a warp per (segment, head), pieces written
 // directly: SDDMM needs no combine). add: a group per run of kEdgesPerGroup consecutive edges
-// (one binary search), lanes over heads.
+// (one binary search), lanes over heads. ONE with short average rows (<= kRowsMaxAvg): a group
+// walks kMaxRows consecutive rows as one edge sequence (the rows kernel), so its batches of U are
+// full across row ends; the row operands are kept in shared memory.
 struct SddmmTuning {
   static constexpr int kBlockThreads = 256;
   static constexpr int kEdgesPerGroup = 32;  // add: edges per group
@@ -356,7 +358,11 @@ inline SddmmPlan plan_sddmm(int64_t M, int64_t nnz, int64_t H, int64_t F, int64_
 // kWarpRowMin are taken by the whole warp: its 32 / G groups each run a contiguous part of the
 // row and the parts' states are merged by a fixed shuffle tree. Hub rows take the hub pass with
 // partial states (max, sum, acc[D]) per (segment, head), a warp per (segment, head). When Y is Z
-// (and F == D), one gathered row feeds both the score and the aggregation.
+// (and F == D), one gathered row feeds both the score and the aggregation. A dot whose F is one
+// vector per lane with TL = 1 (and G >= kUnroll) takes the one-vector walk (`one`): the row
+// operand held, the next batch's columns prefetched, the batch's kUnroll dots finished by one
+// transposed reduce-scatter and the weights broadcast, so that it compiles to 80 registers (24
+// warps; the generic walk: 112, 16 warps); its long rows go to a kernel of their own.
 struct FusedTuning {
   static constexpr int kBlockThreads = 256;
   static constexpr int kMaxVecsPerLane = 2;  // TL: D columns per lane, kMaxVecsPerLane * V at most

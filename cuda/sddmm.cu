@@ -4,7 +4,9 @@
 // vectors. The group walks its row in batches of U edges: U gathered Y rows in flight (the
 // traffic), the row operand X[i] loaded once per batch (an L1 hit after the first), and one
 // transposed butterfly finishes the U dot products (U - 1 shuffles, then log2(G / U) levels),
-// each lane set writing one edge. No row search: the row is the group's. Hub rows (longer than
+// each lane set writing one edge. No row search: the row is the group's. With short average rows
+// a group takes R consecutive rows and walks them as one edge sequence (sddmm_dot_rows_kernel,
+// SddmmRowsAgent), the row operands in shared memory. Hub rows (longer than
 // the plan's threshold) take the hub pass of segments.cuh without its combine: a warp per
 // (segment, head) splits each hub piece over its groups, which write their edges directly.
 // add: a group per run of kEdgesPerGroup consecutive edges (one binary search for its first row),
