@@ -376,7 +376,7 @@ struct FusedPlan {
   int group = 1;
   int per_lane = 1;  // TL
   bool same = false; // Y is Z: one gather per edge
-  bool one = false;  // dot, TL = 1, F in one vector per lane (G >= kUnroll): the one-vector path (also when Y is Z)
+  bool one = false;  // dot, Y != Z, TL = 1, F in one vector per lane (G >= kUnroll): the one-vector path
   int64_t col_blocks = 1;
   SegmentPlan hub;  // hub pass (hub.seg == 0: none)
   int64_t row_blocks = 0;
@@ -397,12 +397,10 @@ inline FusedPlan plan_fused(int64_t M, int64_t nnz, int64_t H, int64_t F, int64_
   p.per_lane = p.vec > 1 && (dv + p.group - 1) / p.group <= 1 ? 1 : FusedTuning::kMaxVecsPerLane;
   const int64_t cols_per_group = int64_t(p.group) * p.vec * p.per_lane;
   p.col_blocks = std::max<int64_t>(1, (D + cols_per_group - 1) / cols_per_group);
-  p.one = allow_one && !add && p.vec > 1 && p.per_lane == 1 && fv <= p.group && p.group >= FusedTuning::kUnroll;
-  // Y is Z: the dot's F chunks are exactly the lane's D vectors (one column block, F == D). Only
-  // where the one-vector walk does not apply: gathering the row twice (the second time from L2)
-  // measured faster than the single-gather walk (H200, 2026-12-02, fp32: uniform N = 32 / 128 629 /
-  // 2613 us against 675 / 2713, power-law N = 32 1146 against 1163).
-  p.same = !p.one && y_is_z && !add && F == D && p.col_blocks == 1 && fv <= int64_t(p.group) * p.per_lane;
+  // Y is Z: the dot's F chunks are exactly the lane's D vectors (one column block, F == D).
+  p.same = y_is_z && !add && F == D && p.col_blocks == 1 && fv <= int64_t(p.group) * p.per_lane;
+  p.one = allow_one && !add && !p.same && p.vec > 1 && p.per_lane == 1 && fv <= p.group &&
+          p.group >= FusedTuning::kUnroll;
   p.hub = plan_segments(M, nnz, max_deg, SegmentTuning::kMinSegment, H * (D + 2));
   const int64_t groups_per_block = FusedTuning::kBlockThreads / p.group;
   p.row_blocks = (M * H + groups_per_block - 1) / groups_per_block;
