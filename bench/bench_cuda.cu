@@ -48,7 +48,8 @@
 // index type against cuSPARSE (run_check).
 // Extra rows of the graph suite: spmm_nw (unweighted), spmm_max (max with an int64 arg output),
 // spmm_bf16 (bf16 features, against our fp32 sum), fusedmm_yz (FusedMM whose SpMM operand is the
-// SDDMM's Y: one gathered row feeds both products), fused_sm (dot -> row softmax -> SpMM).
+// SDDMM's Y: one gathered row feeds both products), fused_sm (dot -> row softmax -> SpMM), fused_sm_h4
+// (the same with 4 heads of N columns, the multi-head attention layers' shape).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cusparse.h>
@@ -385,9 +386,9 @@ static void our_sddmm_dot(const Csr& A, const float* X, const float* Y, float* E
   a.F = F;
   gnnsparse::cuda::sddmm(a, 0);
 }
-// dot -> edge -> SpMM over Z, unweighted, one head, F = D = N.
+// dot -> edge -> SpMM over Z, unweighted, H heads (one unless named), F = D = N per head.
 static void our_fused_dot(const Csr& A, EdgeFn edge, const float* X, const float* Y,
-                          const float* Z, float* out, int64_t N) {
+                          const float* Z, float* out, int64_t N, int64_t H = 1) {
   gnnsparse::FusedArgs a;
   a.A = A.view(nullptr);
   a.dtype = DType::f32;
@@ -398,7 +399,7 @@ static void our_fused_dot(const Csr& A, EdgeFn edge, const float* X, const float
   a.Y = Y;
   a.Z = Z;
   a.out = out;
-  a.H = 1;
+  a.H = H;
   a.F = N;
   a.D = N;
   gnnsparse::cuda::fusedmm(a, 0);
@@ -623,24 +624,29 @@ static void bench_sddmm(const std::string& suite, const std::string& name, CuSpa
 // SDDMM output (edge none; for softmax the row is reported without a reference). Verified against
 // that composition. With y_is_z the SpMM operand is the SDDMM's Y (one gathered row feeds both
 // products: the bytes model counts one gather).
+// With H > 1 (softmax only: the multi-head attention layers' shape) each of X, Y, Z holds H heads
+// of N columns and the row is reported without a reference (op fused_sm_hH).
 static void bench_fused(const std::string& suite, const std::string& name, Timer& tm,
-                        const Csr& A, int64_t N, EdgeFn edge = EdgeFn::none, bool y_is_z = false) {
-  const std::string op = edge == EdgeFn::none ? (y_is_z ? "fusedmm_yz" : "fusedmm") : "fused_sm";
+                        const Csr& A, int64_t N, EdgeFn edge = EdgeFn::none, bool y_is_z = false,
+                        int64_t H = 1) {
+  std::string op = edge == EdgeFn::none ? (y_is_z ? "fusedmm_yz" : "fusedmm") : "fused_sm";
+  if (H > 1) op += "_h" + std::to_string(H);
   if (!wanted(name, op, N)) return;
-  float* X = drand(A.M * N, 31 + N);
-  float* Yd = drand(A.K * N, 32 + N);
-  float* Z = y_is_z ? Yd : drand(A.K * N, 33 + N);
-  float* O = dalloc(A.M * N);
-  float* Or = dalloc(A.M * N);
+  const int64_t W = H * N;  // columns of X, Y, Z and out
+  float* X = drand(A.M * W, 31 + N);
+  float* Yd = drand(A.K * W, 32 + N);
+  float* Z = y_is_z ? Yd : drand(A.K * W, 33 + N);
+  float* O = dalloc(A.M * W);
+  float* Or = dalloc(A.M * W);
   float* E = dalloc(A.nnz);
   auto unfused = [&] {
     our_sddmm_dot(A, X, Yd, E, N);
     our_spmm(A, E, Reduce::sum, Z, Or, nullptr, N);
   };
   Row r{suite, name, op, A.M, A.K, N, A.nnz, 0, 0, "-", 0, 0, 0, true, true, true};
-  time_ours(tm, r, [&](void* o) { our_fused_dot(A, edge, X, Yd, Z, static_cast<float*>(o), N); }, O,
-            A.M * N * 4);
-  if (edge == EdgeFn::none) {
+  time_ours(tm, r, [&](void* o) { our_fused_dot(A, edge, X, Yd, Z, static_cast<float*>(o), N, H); }, O,
+            A.M * W * 4);
+  if (edge == EdgeFn::none && H == 1) {
     unfused();
     CK(cudaDeviceSynchronize());
     r.err = rel_err(O, Or, A.M * N);
@@ -649,9 +655,9 @@ static void bench_fused(const std::string& suite, const std::string& name, Timer
     r.ref_name = "ours_sd+sp";
   }
   const int gathers = y_is_z ? 1 : 2;
-  r.bytes = csr_bytes(A, false) + A.M * N * 4.0 + gathers * gather_bytes(A.K, A.nnz, N) + A.M * N * 4.0;
-  r.l2_bytes = csr_bytes(A, false) + A.M * N * 4.0 + gathers * l2_gather_bytes(A.nnz, N) + A.M * N * 4.0;
-  r.flops = double(A.nnz) * (4.0 * N);
+  r.bytes = csr_bytes(A, false) + A.M * W * 4.0 + gathers * gather_bytes(A.K, A.nnz, W) + A.M * W * 4.0;
+  r.l2_bytes = csr_bytes(A, false) + A.M * W * 4.0 + gathers * l2_gather_bytes(A.nnz, W) + A.M * W * 4.0;
+  r.flops = double(A.nnz) * (4.0 * W);
   report(r);
   cudaFree(X);
   cudaFree(Yd);
@@ -884,6 +890,7 @@ static void run_graphs(CuSparse& cs, Timer& tm, bool products) {
     bench_spmm("graphs", "arxiv_169k_2.3M", cs, tm, A, 128);
     bench_sddmm("graphs", "arxiv_169k_2.3M", cs, tm, A, 32);
     bench_fused("graphs", "arxiv_169k_2.3M", tm, A, 32);
+    bench_fused("graphs", "arxiv_169k_2.3M", tm, A, 32, EdgeFn::softmax, false, 4);  // TransformerConv's shape
     A.free_all();
   }
   if (products && case_wanted("products_2.4M_62M")) {

@@ -97,6 +97,33 @@ template <class A> __device__ __forceinline__ A group_sum(A v, int G, unsigned m
   return v;
 }
 
+// Transposed butterfly over an aligned group of G lanes (G >= U, both powers of two): p[u] holds
+// this lane's partial of sum u. At each of the first log2(U) levels a lane keeps the half of its
+// partials its side of the exchange owns and adds the partner's copy of it, so the U sums cost
+// U - 1 shuffles and end one per lane set; the remaining log2(G / U) levels finish each sum.
+// Returns sum `base` (base = sub / (G / U): lanes u G / U .. (u + 1) G / U - 1 hold sum u, all
+// with the same bits). A fixed tree: bitwise reproducible.
+template <int U, class A>
+__device__ __forceinline__ A transpose_reduce(A (&p)[U], int G, int sub, unsigned mask, int& base) {
+  base = 0;
+  int o = G >> 1;
+#pragma unroll
+  for (int half = U / 2; half >= 1; half >>= 1) {
+    const bool lo = (sub & o) == 0;
+#pragma unroll
+    for (int q = 0; q < half; ++q) {
+      const A keep = lo ? p[q] : p[q + half];
+      const A send = lo ? p[q + half] : p[q];
+      p[q] = keep + __shfl_xor_sync(mask, send, o);
+    }
+    base += lo ? 0 : half;
+    o >>= 1;
+  }
+  A r = p[0];
+  for (; o > 0; o >>= 1) r += __shfl_xor_sync(mask, r, o);
+  return r;
+}
+
 template <class A> __device__ __forceinline__ bool is_nan(A x) { return x != x; }
 
 // The reduction rule of every kernel (float and quantized; row kernels, shuffle-tree merges and

@@ -6,7 +6,10 @@
 // group computes the score (lanes split F, butterfly sum, so every lane holds it; the row operand
 // X[i] is held in registers when it fits one vector per lane), applies the edge function and
 // accumulates w * Z[j, h, cols] into its registers (TL vectors per lane). When Y is Z (and F ==
-// D) the gathered row feeds both. Row softmax is done in one pass with a running max and sum (the
+// D) the gathered row feeds both. A dot whose F is one vector per lane (TL = 1, Y != Z) takes the
+// one-vector walk (FusedAgent::run_one: the batch's dots finished by one transposed
+// reduce-scatter, one edge per lane set, the weights broadcast; its rows longer than kWarpRowMin
+// go to fused_long_rows_kernel). Row softmax is done in one pass with a running max and sum (the
 // accumulator is rescaled when the max grows; Milakov & Gimelshein, "Online normalizer
 // calculation for softmax", 2018), and partial states of contiguous edge ranges merge exactly
 // like that (FusedAgent::merge). Rows longer than kWarpRowMin are taken by the whole warp (its
@@ -21,9 +24,19 @@
 #include "segments.cuh"
 #include "gnnsparse/cuda.hpp"
 
+#include <cstdlib>
+#include <cstring>
+
 namespace gnnsparse::cuda_detail {
 
 template <class A> __device__ __forceinline__ A exp_of(A x) { return exp(x); }
+
+// Which walk of a row the agent does: generic (lanes loop over F, one butterfly per edge), same (Y
+// is Z: one gathered row feeds the score and the sum), one (F in one vector per lane, TL = 1, Y !=
+// Z: the row operand held, the next batch's columns prefetched, the batch's U partial dots
+// finished by one transposed reduce-scatter, each lane set applying the edge function to its
+// edge and broadcasting the weight).
+enum class FusedPath : int { generic, same, one };
 
 // Online-softmax rescale factors of two states with maxima m and o merged into max(m, o).
 template <class A> __device__ __forceinline__ void merge_scales(A m, A o, A& mn, A& sa, A& sb) {
@@ -32,13 +45,16 @@ template <class A> __device__ __forceinline__ void merge_scales(A m, A o, A& mn,
   sb = o == mn ? A(1) : exp_of(o - mn);
 }
 
-template <class T, class I, SddmmOp OP, EdgeFn EF, int V, int TL, bool SAME>
+template <class T, class I, SddmmOp OP, EdgeFn EF, int V, int TL, FusedPath P>
 struct FusedAgent {
   using A = typename AccOf<T>::type;
   using VT = typename ValOf<T>::type;
   using Vec = VecT<T, V>;
   static constexpr int U = FusedTuning::kUnroll;
   static constexpr bool SM = row_softmax(EF);
+  static constexpr bool SAME = P == FusedPath::same;
+  static constexpr bool ONE = P == FusedPath::one;
+  static_assert(!ONE || (OP == SddmmOp::dot && TL == 1), "the one-vector path is a dot with TL = 1");
 
   struct Args {
     const I* __restrict__ rowptr;
@@ -120,6 +136,10 @@ struct FusedAgent {
                                              int64_t k1, int G, int sub, unsigned mask,
                                              const int64_t (&c)[TL], const bool (&ok)[TL],
                                              State& st) {
+    if constexpr (ONE) {
+      run_one(a, i, h, k0, k1, G, sub, mask, c[0], ok[0], st);
+      return;
+    }
     const bool weighted = a.val != nullptr;
     const bool write_e = a.E != nullptr && blockIdx.y == 0 && sub == 0;
     const T* __restrict__ xrow = a.X + (i * a.H + h) * a.F;
@@ -211,6 +231,101 @@ struct FusedAgent {
     }
   }
 
+  // The one-vector path of run (P == one; G >= U): lane sub owns F's vector sub (x, held) and D's
+  // vector at column c. Per batch of U edges: the next batch's columns are loaded while this
+  // batch's U rows of Y and U rows of Z are in flight (Z's do not wait on the scores), the U
+  // partial dots are finished by one transposed reduce-scatter (lane set u holds edge k + u), each
+  // lane set applies the edge function to its own edge (one exp per lane and batch; softmax: the
+  // batch's max over the lane sets first, then one rescale per batch), writes its edge of E and
+  // broadcasts the weight to the group for the sums. Softmax sums: each lane set adds its own
+  // edges' terms (all share the batch's rescale), folded over the lane sets at the end by a fixed
+  // xor tree. Edge offsets are 32-bit (a range is at most a hub threshold, <= 2^30).
+  __device__ __forceinline__ static void run_one(const Args& a, int64_t i, int64_t h, int64_t k0, int64_t k1,
+                                                 int G, int sub, unsigned mask, int64_t c, bool ok, State& st) {
+    const int span = G / U;  // lanes per lane set
+    int base = sub / span;
+    const int n = static_cast<int>(k1 - k0);
+    const int64_t f0 = int64_t(sub) * V;
+    const bool fok = f0 < a.F;
+    Vec x;
+    if (fok) x = *reinterpret_cast<const Vec*>(a.X + (i * a.H + h) * a.F + f0);
+    // this lane's vectors of the Y and Z rows: base + j * stride
+    const T* __restrict__ yb = a.Y + h * a.F + f0;
+    const T* __restrict__ zb = a.Z + h * a.D + c;
+    const int64_t ys = a.H * a.F, zs = a.H * a.D;
+    const I* __restrict__ colp = a.col + k0;
+    const VT* __restrict__ valp = a.val != nullptr ? a.val + k0 : nullptr;
+    T* __restrict__ ep = a.E != nullptr && blockIdx.y == 0 && sub % span == 0 ? a.E + k0 * a.H + h : nullptr;
+    A s = base == 0 ? st.s : A(0);  // softmax: this lane set's part of the sum
+    // the next batch's columns, loaded while this batch's rows are gathered (64-bit indices load
+    // their own batch's: prefetched, they spilled at 80 registers)
+    constexpr bool kPrefetch = sizeof(I) == 4;
+    I jn[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) jn[u] = kPrefetch && u < n ? __ldg(colp + u) : I(0);
+#pragma unroll 1
+    for (int k = 0; k < n; k += U) {
+      I j[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) j[u] = kPrefetch ? jn[u] : (k + u < n ? __ldg(colp + k + u) : I(0));
+      const bool valid = k + base < n;
+      const A own = valp != nullptr && valid ? static_cast<A>(__ldg(valp + k + base)) : A(1);
+      Vec y[U], z[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        if (k + u < n) {
+          if (fok) y[u] = *reinterpret_cast<const Vec*>(yb + static_cast<int64_t>(j[u]) * ys);
+          if (ok) z[u] = *reinterpret_cast<const Vec*>(zb + static_cast<int64_t>(j[u]) * zs);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) jn[u] = kPrefetch && k + U + u < n ? __ldg(colp + k + U + u) : I(0);
+      A pd[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        pd[u] = A(0);
+        if (fok && k + u < n)
+#pragma unroll
+          for (int e = 0; e < V; ++e) pd[u] += to_acc<A>(x.v[e]) * to_acc<A>(y[u].v[e]);
+      }
+      A sc = transpose_reduce<U>(pd, G, sub, mask, base);  // edge k + base's score
+      A w;  // this lane set's edge weight
+      if constexpr (SM) {
+        if constexpr (EF == EdgeFn::leaky_relu_softmax) sc = sc > A(0) ? sc : static_cast<A>(a.slope) * sc;
+        A bm = valid ? sc : A(-INFINITY);
+        for (int o = span; o < G; o <<= 1) bm = max(bm, __shfl_xor_sync(mask, bm, o));
+        const A mn = max(st.m, bm);
+        const A scale = st.m == mn ? A(1) : exp_of(st.m - mn);
+        const A pe = valid ? exp_of(sc - mn) : A(0);
+        s = s * scale + pe;
+        st.m = mn;
+#pragma unroll
+        for (int e = 0; e < V; ++e) st.acc[0][e] *= scale;
+        w = pe * own;
+        if (ep != nullptr && valid) ep[(k + base) * a.H] = from_acc<T>(sc);
+      } else {
+        w = apply(sc, a.slope) * own;
+        if (ep != nullptr && valid) ep[(k + base) * a.H] = from_acc<T>(w);
+      }
+      A wt[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) wt[u] = __shfl_sync(mask, w, u * span, G);
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (ok && k + u < n)
+#pragma unroll
+          for (int e = 0; e < V; ++e) st.acc[0][e] += wt[u] * to_acc<A>(z[u].v[e]);
+    }
+    if constexpr (SM) {
+      // the lane sets' parts of the sum, folded by a fixed tree (lower lane set = earlier edges)
+      for (int o = span; o < G; o <<= 1) {
+        const A other = __shfl_xor_sync(mask, s, o);
+        s = (sub & o) == 0 ? s + other : other + s;
+      }
+      st.s = s;
+    }
+  }
+
   // Edges [kb, ke) of row i, head h, by the whole warp: its NG = 32 / G groups each run a
   // contiguous part, then a fixed xor tree merges the parts (lower part = earlier edges). Every
   // lane of the warp must call this; every lane ends with the row's state.
@@ -257,21 +372,26 @@ struct FusedAgent {
 };
 
 // Resident blocks asked of the register allocator (TL = 1 only), the most that compile without
-// spilling for sm_90: 3 (<= 80 registers) for 4-byte features when the dot's operands need no
-// second gather (Y is Z) or there is no dot (add), else 2 (the Y rows of a batch are held too).
-template <class T, int TL, SddmmOp OP, bool SAME> constexpr int fused_min_blocks() {
+// spilling for sm_90 (the one-vector path with fp32 softmax: 32 bytes, two reloads per batch):
+// 3 (<= 80 registers) for 4-byte features when the dot's operands need no second gather (Y is Z),
+// there is no dot (add) or the dot takes the one-vector path with 32-bit indices; else 2.
+template <class T, class I, int TL, SddmmOp OP, FusedPath P> constexpr int fused_min_blocks() {
   if constexpr (TL != 1 || sizeof(T) == 8) return 1;
-  else if constexpr (sizeof(T) == 4 && (SAME || OP == SddmmOp::add)) return FusedTuning::kMinBlocks;
+  else if constexpr (sizeof(T) == 4 && (P == FusedPath::same || OP == SddmmOp::add ||
+                                        (P == FusedPath::one && sizeof(I) == 4)))
+    return FusedTuning::kMinBlocks;
   else return FusedTuning::kMinBlocksWide;
 }
 
-// One group per (row, head); rows longer than kWarpRowMin are taken by the whole warp after its
-// short rows, hub rows (deg > hub_thr > 0) are left to the hub pass.
-template <class T, class I, SddmmOp OP, EdgeFn EF, int V, int TL, bool SAME>
-__global__ void __launch_bounds__(FusedTuning::kBlockThreads, fused_min_blocks<T, TL, OP, SAME>())
-fused_row_kernel(typename FusedAgent<T, I, OP, EF, V, TL, SAME>::Args a, T* __restrict__ Out, int G,
+// One group per (row, head); rows longer than kWarpRowMin (when G < 32) are taken by the whole warp
+// after its short rows (the one-vector path leaves them to fused_long_rows_kernel: in this kernel
+// the warp's loop cost it ~25 registers and 3 resident blocks), hub rows (deg > hub_thr > 0) are
+// left to the hub pass.
+template <class T, class I, SddmmOp OP, EdgeFn EF, int V, int TL, FusedPath P>
+__global__ void __launch_bounds__(FusedTuning::kBlockThreads, fused_min_blocks<T, I, TL, OP, P>())
+fused_row_kernel(typename FusedAgent<T, I, OP, EF, V, TL, P>::Args a, T* __restrict__ Out, int G,
                  int64_t hub_thr) {
-  using Ag = FusedAgent<T, I, OP, EF, V, TL, SAME>;
+  using Ag = FusedAgent<T, I, OP, EF, V, TL, P>;
   const int64_t item = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / G;
   const int sub = threadIdx.x % G, lane = threadIdx.x % 32;
   const bool live = item < a.M * a.H;
@@ -284,6 +404,7 @@ fused_row_kernel(typename FusedAgent<T, I, OP, EF, V, TL, SAME>::Args a, T* __re
   const bool hub = hub_thr > 0 && k1 - k0 > hub_thr;
   // every head count: restricted to one head, the GAT epoch (4 heads) went from 10.81 to 12.05 ms
   // (H200, 2026-12-01)
+  constexpr bool kLongApart = P == FusedPath::one;
   const bool warp_split = G < 32;
   const bool warp_row = live && !hub && warp_split && k1 - k0 > FusedTuning::kWarpRowMin;
   int64_t c[TL];
@@ -296,7 +417,7 @@ fused_row_kernel(typename FusedAgent<T, I, OP, EF, V, TL, SAME>::Args a, T* __re
     Ag::run(a, i, h, k0, k1, G, sub, mask, c, ok, st);
     Ag::finish(a, Out, i, h, k0, k1, c, ok, st, true, sub, G, mask);
   }
-  if (warp_split) {
+  if (!kLongApart && warp_split) {
     unsigned pending = __ballot_sync(0xffffffffu, warp_row && sub == 0);
     while (pending) {
       const int leader = __ffs(pending) - 1;
@@ -311,14 +432,48 @@ fused_row_kernel(typename FusedAgent<T, I, OP, EF, V, TL, SAME>::Args a, T* __re
   }
 }
 
+// The one-vector path's rows longer than kWarpRowMin that are not hubs: warp w looks at the
+// (row, head) items 32 w .. 32 w + 31 and runs each long one with the whole warp (its 32 / G
+// groups on contiguous parts, merged by a fixed shuffle tree).
+template <class T, class I, SddmmOp OP, EdgeFn EF, int V, int TL, FusedPath P>
+__global__ void __launch_bounds__(FusedTuning::kBlockThreads)
+fused_long_rows_kernel(typename FusedAgent<T, I, OP, EF, V, TL, P>::Args a, T* __restrict__ Out, int G,
+                       int64_t hub_thr) {
+  using Ag = FusedAgent<T, I, OP, EF, V, TL, P>;
+  const int64_t warp = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32, sub = lane % G;
+  const int64_t item = warp * 32 + lane;
+  int64_t k0 = 0, k1 = 0;
+  if (item < a.M * a.H) {
+    const int64_t i = item / a.H;
+    k0 = static_cast<int64_t>(__ldg(a.rowptr + i));
+    k1 = static_cast<int64_t>(__ldg(a.rowptr + i + 1));
+  }
+  const int64_t deg = k1 - k0;
+  unsigned pending = __ballot_sync(0xffffffffu, deg > FusedTuning::kWarpRowMin && !(hub_thr > 0 && deg > hub_thr));
+  int64_t c[TL];
+  bool ok[TL];
+  Ag::columns(a.D, G, sub, c, ok);
+  typename Ag::State st;
+  while (pending) {
+    const int leader = __ffs(pending) - 1;
+    pending &= pending - 1;
+    const int64_t it = warp * 32 + leader;
+    const int64_t kb = __shfl_sync(0xffffffffu, static_cast<long long>(k0), leader);
+    const int64_t ke = __shfl_sync(0xffffffffu, static_cast<long long>(k1), leader);
+    Ag::run_warp(a, it / a.H, it % a.H, kb, ke, G, lane, c, ok, st);
+    Ag::finish(a, Out, it / a.H, it % a.H, kb, ke, c, ok, st, lane < G, lane, 32, 0xffffffffu);
+  }
+}
+
 // One warp per (segment, head): each hub piece of the segment is run by the warp's groups from a
 // fresh state, merged, and stored to its workspace slot (max and sum from lane 0 of column block
 // 0, acc from the lanes of the first group).
-template <class T, class I, SddmmOp OP, EdgeFn EF, int V, int TL, bool SAME>
+template <class T, class I, SddmmOp OP, EdgeFn EF, int V, int TL, FusedPath P>
 __global__ void __launch_bounds__(FusedTuning::kBlockThreads)
-fused_segment_kernel(typename FusedAgent<T, I, OP, EF, V, TL, SAME>::Args a, int G, HubGeometry g,
+fused_segment_kernel(typename FusedAgent<T, I, OP, EF, V, TL, P>::Args a, int G, HubGeometry g,
                      typename AccOf<T>::type* __restrict__ ws) {
-  using Ag = FusedAgent<T, I, OP, EF, V, TL, SAME>;
+  using Ag = FusedAgent<T, I, OP, EF, V, TL, P>;
   if (*g.flag == 0) return;
   const int64_t item = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   if (item >= g.nsegments * a.H) return;  // whole warps leave together
@@ -412,10 +567,10 @@ fused_hub_norm_kernel(const I* __restrict__ rowptr, const typename ValOf<T>::typ
   });
 }
 
-template <class T, class I, SddmmOp OP, EdgeFn EF, int V, int TL, bool SAME>
+template <class T, class I, SddmmOp OP, EdgeFn EF, int V, int TL, FusedPath P>
 void launch_fused(const FusedPlan& p, const FusedArgs& f, cudaStream_t stream) {
   using A = typename AccOf<T>::type;
-  using Ag = FusedAgent<T, I, OP, EF, V, TL, SAME>;
+  using Ag = FusedAgent<T, I, OP, EF, V, TL, P>;
   using Cmb = FusedCombine<T, EF>;
   const typename Ag::Args a{static_cast<const I*>(f.A.rowptr), static_cast<const I*>(f.A.col),
                             static_cast<const typename ValOf<T>::type*>(f.A.val),
@@ -432,7 +587,7 @@ void launch_fused(const FusedPlan& p, const FusedArgs& f, cudaStream_t stream) {
     ws.begin(p.hub, (elems + fin_elems) * sizeof(A), a.rowptr, a.M, a.nnz, f.A.max_degree, stream);
     A* fin = norm ? ws.payload<A>(elems * sizeof(A)) : nullptr;
     const dim3 grid(static_cast<unsigned>(p.segment_blocks), static_cast<unsigned>(p.col_blocks));
-    fused_segment_kernel<T, I, OP, EF, V, TL, SAME><<<grid, B, 0, stream>>>(a, p.group, ws.geometry(),
+    fused_segment_kernel<T, I, OP, EF, V, TL, P><<<grid, B, 0, stream>>>(a, p.group, ws.geometry(),
                                                                            ws.payload<A>());
     GS_LAUNCH_CHECK("fused_segment_kernel");
     launch_hub_combine<Cmb>(p.hub, a.rowptr, ws, typename Cmb::Params{ws.payload<A>(), out, fin, a.H, a.D},
@@ -443,8 +598,16 @@ void launch_fused(const FusedPlan& p, const FusedArgs& f, cudaStream_t stream) {
       GS_LAUNCH_CHECK("fused_hub_norm_kernel");
     }
   }
+  if constexpr (P == FusedPath::one) {
+    // rows longer than kWarpRowMin go to the long-row kernel (when such rows may exist)
+    if (p.group < 32 && (f.A.max_degree < 0 || f.A.max_degree > FusedTuning::kWarpRowMin)) {
+      const dim3 lgrid(static_cast<unsigned>(p.long_blocks), static_cast<unsigned>(p.col_blocks));
+      fused_long_rows_kernel<T, I, OP, EF, V, TL, P><<<lgrid, B, 0, stream>>>(a, out, p.group, p.hub.row_limit());
+      GS_LAUNCH_CHECK("fused_long_rows_kernel");
+    }
+  }
   const dim3 grid(static_cast<unsigned>(p.row_blocks), static_cast<unsigned>(p.col_blocks));
-  fused_row_kernel<T, I, OP, EF, V, TL, SAME><<<grid, B, 0, stream>>>(a, out, p.group, p.hub.row_limit());
+  fused_row_kernel<T, I, OP, EF, V, TL, P><<<grid, B, 0, stream>>>(a, out, p.group, p.hub.row_limit());
   GS_LAUNCH_CHECK("fused_row_kernel");
   ws.end();
 }
@@ -462,6 +625,16 @@ inline bool fused_has_work(const FusedArgs& f) {
   return true;
 }
 
+// GNNSPARSE_CUDA_FUSEDMM: unset, "" or "auto" (the plan), "generic" (never the one-vector path:
+// the kernel it replaced, kept for comparison in the bench and the tests). Read at every call.
+inline bool fused_one_allowed() {
+  const char* e = std::getenv("GNNSPARSE_CUDA_FUSEDMM");
+  if (e == nullptr || *e == '\0' || std::strcmp(e, "auto") == 0) return true;
+  if (std::strcmp(e, "generic") == 0) return false;
+  throw std::invalid_argument(std::string("gnnsparse cuda: GNNSPARSE_CUDA_FUSEDMM must be auto or generic, got '") +
+                              e + "'");
+}
+
 template <class T, class I, SddmmOp OP, EdgeFn EF>
 void run_fused(const FusedArgs& f, cudaStream_t stream) {
   if (!fused_has_work(f)) return;
@@ -470,20 +643,22 @@ void run_fused(const FusedArgs& f, cudaStream_t stream) {
                        reinterpret_cast<uintptr_t>(f.Z) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(f.out) % 16 == 0;
   const FusedPlan p = plan_fused(f.A.M, f.A.nnz, f.H, f.F, f.D, OP == SddmmOp::add, f.A.max_degree, sizeof(T),
-                                 aligned, f.Y == f.Z);
-  check_grid("fusedmm", {p.row_blocks, p.segment_blocks, p.hub.combine_blocks(), p.hub.map_blocks()}, p.col_blocks);
+                                 aligned, f.Y == f.Z, fused_one_allowed());
+  check_grid("fusedmm", {p.row_blocks, p.long_blocks, p.segment_blocks, p.hub.combine_blocks(), p.hub.map_blocks()},
+             p.col_blocks);
   dispatch_vec<16 / sizeof(T)>(p.vec, [&](auto v) {
     constexpr int V = decltype(v)::value;
     constexpr int TL2 = FusedTuning::kMaxVecsPerLane;
     if constexpr (V == 1) {  // the scalar path (odd widths): one instance, TL = 2 (the plan's)
-      launch_fused<T, I, OP, EF, 1, TL2, false>(p, f, stream);
+      launch_fused<T, I, OP, EF, 1, TL2, FusedPath::generic>(p, f, stream);
     } else if (p.per_lane == 1) {
       if constexpr (OP == SddmmOp::dot) {
-        if (p.same) return launch_fused<T, I, OP, EF, V, 1, true>(p, f, stream);
+        if (p.same) return launch_fused<T, I, OP, EF, V, 1, FusedPath::same>(p, f, stream);
+        if (p.one) return launch_fused<T, I, OP, EF, V, 1, FusedPath::one>(p, f, stream);
       }
-      launch_fused<T, I, OP, EF, V, 1, false>(p, f, stream);
+      launch_fused<T, I, OP, EF, V, 1, FusedPath::generic>(p, f, stream);
     } else {
-      launch_fused<T, I, OP, EF, V, TL2, false>(p, f, stream);
+      launch_fused<T, I, OP, EF, V, TL2, FusedPath::generic>(p, f, stream);
     }
   });
 }

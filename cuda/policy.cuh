@@ -293,7 +293,9 @@ inline Gatv2Plan plan_gatv2(int64_t M, int64_t nnz, int64_t H, int64_t C, int64_
 // the rest of its warp waits: 0.78x the old edge-parallel kernel there, 2026-12-01). Hub rows take
 // the hub pass (a warp per (segment, head), pieces written
 // directly: SDDMM needs no combine). add: a group per run of kEdgesPerGroup consecutive edges
-// (one binary search), lanes over heads.
+// (one binary search), lanes over heads. ONE with short average rows (<= kRowsMaxAvg): a group
+// walks kMaxRows consecutive rows as one edge sequence (the rows kernel), so its batches of U are
+// full across row ends; the row operands are kept in shared memory.
 struct SddmmTuning {
   static constexpr int kBlockThreads = 256;
   static constexpr int kEdgesPerGroup = 32;  // add: edges per group
@@ -303,6 +305,8 @@ struct SddmmTuning {
   static constexpr int kMinBlocksDot = 3;    // fp32 dot: >= 24 resident warps per SM
   static constexpr int kMinBlocksDot16 = 2;  // 16-bit dot: >= 16
   static constexpr int64_t kWarpRowMin = 32; // dot: longer rows get a whole warp
+  static constexpr int kMaxRows = 4;         // dot (ONE): rows a group walks as one edge sequence
+  static constexpr int64_t kRowsMaxAvg = 16; // ... when the average row is at most this long
 };
 struct SddmmPlan {
   int vec = 1;
@@ -312,9 +316,11 @@ struct SddmmPlan {
   SegmentPlan hub;             // dot: hub pass (no workspace)
   int64_t segment_blocks = 0;  // dot: one warp per (segment, head)
   int64_t long_blocks = 0;     // dot: one warp per 32 (row, head) items (rows longer than kWarpRowMin)
+  int rows = 1;                // dot (ONE): rows per group in the row kernel (1, 2 or kMaxRows)
+  int64_t rows_blocks = 0;     // dot: grid of the multi-row kernel (rows > 1)
 };
 inline SddmmPlan plan_sddmm(int64_t M, int64_t nnz, int64_t H, int64_t F, int64_t max_deg, bool add,
-                            int elem_bytes, bool aligned) {
+                            int elem_bytes, bool aligned, int force_rows = 0) {
   SddmmPlan p;
   const int vfull = 16 / elem_bytes;
   if (add) {
@@ -336,6 +342,13 @@ inline SddmmPlan plan_sddmm(int64_t M, int64_t nnz, int64_t H, int64_t F, int64_
   p.hub = plan_segments(M, nnz, max_deg, hub_threshold(M, nnz), 0);
   p.segment_blocks = (p.hub.nsegments * H * 32 + SddmmTuning::kBlockThreads - 1) / SddmmTuning::kBlockThreads;
   p.long_blocks = (M * H + SddmmTuning::kBlockThreads - 1) / SddmmTuning::kBlockThreads;  // 32 items a warp
+  // Short average rows: a group walks kMaxRows rows as one edge sequence, so its batches of U are
+  // full across row ends.
+  const int64_t avg = M > 0 ? nnz / M : 0;
+  p.rows = force_rows > 0 ? force_rows : (avg <= SddmmTuning::kRowsMaxAvg ? SddmmTuning::kMaxRows : 1);
+  if (!p.one || nnz > INT32_MAX) p.rows = 1;  // the walk counts a group's edges in 32 bits
+  const int64_t row_groups = (M + p.rows - 1) / p.rows * H;
+  p.rows_blocks = (row_groups + groups_per_block - 1) / groups_per_block;
   return p;
 }
 
@@ -345,7 +358,11 @@ inline SddmmPlan plan_sddmm(int64_t M, int64_t nnz, int64_t H, int64_t F, int64_
 // kWarpRowMin are taken by the whole warp: its 32 / G groups each run a contiguous part of the
 // row and the parts' states are merged by a fixed shuffle tree. Hub rows take the hub pass with
 // partial states (max, sum, acc[D]) per (segment, head), a warp per (segment, head). When Y is Z
-// (and F == D), one gathered row feeds both the score and the aggregation.
+// (and F == D), one gathered row feeds both the score and the aggregation. A dot whose F is one
+// vector per lane with TL = 1 (and G >= kUnroll) takes the one-vector walk (`one`): the row
+// operand held, the next batch's columns prefetched, the batch's kUnroll dots finished by one
+// transposed reduce-scatter and the weights broadcast, so that it compiles to 80 registers (24
+// warps; the generic walk: 112, 16 warps); its long rows go to a kernel of their own.
 struct FusedTuning {
   static constexpr int kBlockThreads = 256;
   static constexpr int kMaxVecsPerLane = 2;  // TL: D columns per lane, kMaxVecsPerLane * V at most
@@ -359,13 +376,15 @@ struct FusedPlan {
   int group = 1;
   int per_lane = 1;  // TL
   bool same = false; // Y is Z: one gather per edge
+  bool one = false;  // dot, Y != Z, TL = 1, F in one vector per lane (G >= kUnroll): the one-vector path
   int64_t col_blocks = 1;
   SegmentPlan hub;  // hub pass (hub.seg == 0: none)
   int64_t row_blocks = 0;
   int64_t segment_blocks = 0;
+  int64_t long_blocks = 0;  // one path: one warp per 32 (row, head) items (rows longer than kWarpRowMin)
 };
 inline FusedPlan plan_fused(int64_t M, int64_t nnz, int64_t H, int64_t F, int64_t D, bool add,
-                            int64_t max_deg, int elem_bytes, bool aligned, bool y_is_z) {
+                            int64_t max_deg, int elem_bytes, bool aligned, bool y_is_z, bool allow_one = true) {
   FusedPlan p;
   const int vfull = 16 / elem_bytes;
   p.vec = (aligned && D % vfull == 0 && (add || F % vfull == 0)) ? vfull : 1;
@@ -380,10 +399,13 @@ inline FusedPlan plan_fused(int64_t M, int64_t nnz, int64_t H, int64_t F, int64_
   p.col_blocks = std::max<int64_t>(1, (D + cols_per_group - 1) / cols_per_group);
   // Y is Z: the dot's F chunks are exactly the lane's D vectors (one column block, F == D).
   p.same = y_is_z && !add && F == D && p.col_blocks == 1 && fv <= int64_t(p.group) * p.per_lane;
+  p.one = allow_one && !add && !p.same && p.vec > 1 && p.per_lane == 1 && fv <= p.group &&
+          p.group >= FusedTuning::kUnroll;
   p.hub = plan_segments(M, nnz, max_deg, SegmentTuning::kMinSegment, H * (D + 2));
   const int64_t groups_per_block = FusedTuning::kBlockThreads / p.group;
   p.row_blocks = (M * H + groups_per_block - 1) / groups_per_block;
   p.segment_blocks = (p.hub.nsegments * H * 32 + FusedTuning::kBlockThreads - 1) / FusedTuning::kBlockThreads;
+  p.long_blocks = (M * H + FusedTuning::kBlockThreads - 1) / FusedTuning::kBlockThreads;
   return p;
 }
 

@@ -4,7 +4,9 @@
 // vectors. The group walks its row in batches of U edges: U gathered Y rows in flight (the
 // traffic), the row operand X[i] loaded once per batch (an L1 hit after the first), and one
 // transposed butterfly finishes the U dot products (U - 1 shuffles, then log2(G / U) levels),
-// each lane set writing one edge. No row search: the row is the group's. Hub rows (longer than
+// each lane set writing one edge. No row search: the row is the group's. With short average rows
+// a group takes R consecutive rows and walks them as one edge sequence (sddmm_dot_rows_kernel,
+// SddmmRowsAgent), the row operands in shared memory. Hub rows (longer than
 // the plan's threshold) take the hub pass of segments.cuh without its combine: a warp per
 // (segment, head) splits each hub piece over its groups, which write their edges directly.
 // add: a group per run of kEdgesPerGroup consecutive edges (one binary search for its first row),
@@ -14,6 +16,9 @@
 #include "policy.cuh"
 #include "segments.cuh"
 #include "gnnsparse/cuda.hpp"
+
+#include <cstdlib>
+#include <cstring>
 
 namespace gnnsparse::cuda_detail {
 
@@ -88,6 +93,71 @@ struct SddmmDotAgent {
   }
 };
 
+// The row kernel's multi-row walk (ONE only): a group streams the edges of R consecutive rows
+// [i0, i0 + nr) of head h as one sequence [kb, kb + n), so batches run across row boundaries
+// (with ~10 entries per row, the second batch of a row would otherwise be mostly empty). The row
+// operands X[i0 + r] of the group live in shared memory (xs: this lane's vector of row r at
+// xs[r * G]; each lane reads only what it wrote, so no barrier), and each edge takes its row's from
+// there: row r of edge k is the number of row starts bnd[1..R-1] (offsets from kb, n for the
+// rows past nr) at or below k.
+template <class T, class I, int V, int R>
+struct SddmmRowsAgent {
+  using A = typename AccOf<T>::type;
+  using Vec = VecT<T, V>;
+  static constexpr int U = sizeof(T) == 8 ? SddmmTuning::kUnrollWide : SddmmTuning::kUnroll;
+
+  __device__ __forceinline__ static void run(const I* __restrict__ col, const T* __restrict__ X,
+                                             const T* __restrict__ Y, T* __restrict__ E, int64_t H,
+                                             int64_t F, int64_t i0, int nr, int64_t h, int64_t kb, int n,
+                                             const int (&bnd)[R], int G, int sub, unsigned mask,
+                                             Vec* __restrict__ xs) {
+    const int64_t f0 = int64_t(sub) * V;
+    const bool fok = f0 < F;
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+      if (r < nr && fok) xs[r * G] = *reinterpret_cast<const Vec*>(X + ((i0 + r) * H + h) * F + f0);
+    const I* __restrict__ colp = col + kb;
+    const T* __restrict__ yb = Y + h * F + f0;
+    const int64_t ys = H * F;
+    T* __restrict__ ep = E + kb * H + h;
+    // the next batch's columns, loaded while this batch's rows are gathered (64-bit indices load
+    // their own batch's: prefetched, they spilled 80-92 bytes at 80 registers)
+    constexpr bool kPrefetch = sizeof(I) == 4;
+    I jn[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) jn[u] = kPrefetch && u < n ? __ldg(colp + u) : I(0);
+#pragma unroll 1
+    for (int k = 0; k < n; k += U) {
+      I j[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) j[u] = kPrefetch ? jn[u] : (k + u < n ? __ldg(colp + k + u) : I(0));
+      Vec y[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (fok && k + u < n) y[u] = *reinterpret_cast<const Vec*>(yb + static_cast<int64_t>(j[u]) * ys);
+#pragma unroll
+      for (int u = 0; u < U; ++u) jn[u] = kPrefetch && k + U + u < n ? __ldg(colp + k + U + u) : I(0);
+      A p[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        p[u] = A(0);
+        if (fok && k + u < n) {
+          int r = 0;
+#pragma unroll
+          for (int q = 1; q < R; ++q) r += k + u >= bnd[q];
+          const Vec x = xs[r * G];
+#pragma unroll
+          for (int e = 0; e < V; ++e) p[u] += to_acc<A>(x.v[e]) * to_acc<A>(y[u].v[e]);
+        }
+      }
+      int base;
+      const A sum = transpose_reduce<U>(p, G, sub, mask, base);
+      // the G / U lanes that differ only in their low bits hold the same sum: the first writes
+      if ((sub & (G / U - 1)) == 0 && k + base < n) ep[(k + base) * H] = from_acc<T>(sum);
+    }
+  }
+};
+
 // Resident blocks asked of the register allocator, the most that compile without spilling for
 // sm_90: 3 (<= 80 registers) for 4-byte features, 2 for 2-byte ones (8 products per vector).
 template <class T> constexpr int sddmm_min_blocks() {
@@ -108,6 +178,50 @@ sddmm_dot_row_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, co
   const int64_t kb = __ldg(rowptr + i), ke = __ldg(rowptr + i + 1);
   if (long_min > 0 && ke - kb > long_min) return;
   SddmmDotAgent<T, I, V, ONE>::run(col, X, Y, E, H, F, i, h, kb, ke, G, sub, group_mask(G));
+}
+
+// ONE, R > 1: one group of G lanes per R consecutive rows and a head (group g: rows
+// R (g / H) .., head g % H), walked as one edge sequence (SddmmRowsAgent). Rows longer than
+// long_min (> 0) are left to sddmm_dot_long_rows_kernel or the hub pass; a group that holds one
+// walks its other rows one at a time.
+template <class T, class I, int V, int R>
+__global__ void __launch_bounds__(SddmmTuning::kBlockThreads, sddmm_min_blocks<T>())
+sddmm_dot_rows_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const T* __restrict__ X,
+                      const T* __restrict__ Y, T* __restrict__ E, int64_t M, int64_t H, int64_t F, int G,
+                      int64_t long_min) {
+  using Ag = SddmmRowsAgent<T, I, V, R>;
+  using Vec = typename Ag::Vec;
+  __shared__ Vec xs_all[R * SddmmTuning::kBlockThreads];
+  const int64_t g = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / G;
+  const int sub = threadIdx.x % G;
+  const int64_t h = g % H, i0 = g / H * R;
+  if (i0 >= M) return;  // whole groups leave together
+  const int nr = static_cast<int>(M - i0 < R ? M - i0 : int64_t(R));
+  int64_t b[R + 1];
+#pragma unroll
+  for (int r = 0; r <= R; ++r) b[r] = __ldg(rowptr + i0 + (r < nr ? r : nr));
+  Vec* xs = xs_all + (threadIdx.x - sub) * R + sub;  // this group's R x G vectors, this lane's column
+  const unsigned mask = group_mask(G);
+  bool any_long = false;
+#pragma unroll
+  for (int r = 0; r < R; ++r) any_long |= long_min > 0 && b[r + 1] - b[r] > long_min;
+  if (!any_long) {
+    int bnd[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) bnd[r] = static_cast<int>(b[r] - b[0]);
+    Ag::run(col, X, Y, E, H, F, i0, nr, h, b[0], static_cast<int>(b[R] - b[0]), bnd, G, sub, mask, xs);
+  } else {
+#pragma unroll 1
+    for (int r = 0; r < nr; ++r) {
+      const int64_t kb = __ldg(rowptr + i0 + r), ke = __ldg(rowptr + i0 + r + 1);
+      if (ke - kb > long_min) continue;
+      int bnd[R];
+#pragma unroll
+      for (int q = 0; q < R; ++q) bnd[q] = static_cast<int>(ke - kb);
+      bnd[0] = 0;
+      Ag::run(col, X, Y, E, H, F, i0 + r, 1, h, kb, static_cast<int>(ke - kb), bnd, G, sub, mask, xs);
+    }
+  }
 }
 
 // Rows longer than kWarpRowMin (and not hubs): warp w looks at the 32 (row, head) items
@@ -208,6 +322,19 @@ inline bool sddmm_has_work(const SddmmArgs& a) {
   return true;
 }
 
+// GNNSPARSE_CUDA_SDDMM_ROWS: unset or "" (the plan), or 1, 2, 4: rows per group of the dot row kernel
+// (1: a group per row, the kernel the multi-row walk replaced; kept for comparison in the bench and
+// the tests). Read at every call.
+inline int sddmm_rows_override() {
+  const char* e = std::getenv("GNNSPARSE_CUDA_SDDMM_ROWS");
+  if (e == nullptr || *e == '\0') return 0;
+  if (std::strcmp(e, "1") == 0) return 1;
+  if (std::strcmp(e, "2") == 0) return 2;
+  if (std::strcmp(e, "4") == 0) return 4;
+  throw std::invalid_argument(std::string("gnnsparse cuda: GNNSPARSE_CUDA_SDDMM_ROWS must be 1, 2 or 4, got '") + e +
+                              "'");
+}
+
 template <class T, class I, SddmmOp OP>
 void run_sddmm(const SddmmArgs& a, cudaStream_t stream) {
   if (!sddmm_has_work(a)) return;
@@ -221,8 +348,9 @@ void run_sddmm(const SddmmArgs& a, cudaStream_t stream) {
     throw std::invalid_argument("gnnsparse cuda sddmm: null pointer");
   const bool aligned = reinterpret_cast<uintptr_t>(a.X) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(a.Y) % 16 == 0;
-  const SddmmPlan p = plan_sddmm(M, nnz, H, F, a.A.max_degree, OP == SddmmOp::add, sizeof(T), aligned);
-  check_grid("sddmm", {p.blocks, p.long_blocks, p.segment_blocks, p.hub.map_blocks()}, 1);
+  const SddmmPlan p = plan_sddmm(M, nnz, H, F, a.A.max_degree, OP == SddmmOp::add, sizeof(T), aligned,
+                                 sddmm_rows_override());
+  check_grid("sddmm", {p.blocks, p.rows_blocks, p.long_blocks, p.segment_blocks, p.hub.map_blocks()}, 1);
   const auto* rp = static_cast<const I*>(a.A.rowptr);
   const auto* cp = static_cast<const I*>(a.A.col);
   const auto* xp = static_cast<const T*>(a.X);
@@ -252,8 +380,23 @@ void run_sddmm(const SddmmArgs& a, cudaStream_t stream) {
               rp, cp, xp, yp, ep, M, H, F, p.group, p.hub.row_limit());
           GS_LAUNCH_CHECK("sddmm_dot_long_rows_kernel");
         }
+        const int64_t long_min = long_rows ? SddmmTuning::kWarpRowMin : p.hub.row_limit();
+        if constexpr (ONE) {
+          if (p.rows > 1) {
+            auto rows = [&](auto r) {
+              constexpr int R = decltype(r)::value;
+              sddmm_dot_rows_kernel<T, I, V, R><<<static_cast<unsigned>(p.rows_blocks), B, 0, stream>>>(
+                  rp, cp, xp, yp, ep, M, H, F, p.group, long_min);
+              GS_LAUNCH_CHECK("sddmm_dot_rows_kernel");
+            };
+            if (p.rows == 2) rows(std::integral_constant<int, 2>{});
+            else rows(std::integral_constant<int, SddmmTuning::kMaxRows>{});
+            ws.end();
+            return;
+          }
+        }
         sddmm_dot_row_kernel<T, I, V, ONE><<<static_cast<unsigned>(p.blocks), B, 0, stream>>>(
-            rp, cp, xp, yp, ep, M, H, F, p.group, long_rows ? SddmmTuning::kWarpRowMin : p.hub.row_limit());
+            rp, cp, xp, yp, ep, M, H, F, p.group, long_min);
         GS_LAUNCH_CHECK("sddmm_dot_row_kernel");
         ws.end();
       };

@@ -379,6 +379,81 @@ def test_fusedmm_y_is_z(edge, dt, H, F, graph):
     check_fused(rowptr, col, val, M, K, H, F, F, dt, "int32", "dot", edge, seed=F, y_is_z=True)
 
 
+# ---- the one-vector FusedMM path and the multi-row SDDMM walk ------------------------------
+
+@pytest.mark.parametrize("path", ["auto", "generic"])
+@pytest.mark.parametrize("edge", ["none", "leaky_relu", "exp", "softmax", "leaky_relu_softmax"])
+@pytest.mark.parametrize("dt,H,F,D", [("float32", 1, 32, 32), ("float32", 4, 32, 32), ("float32", 1, 128, 128),
+                                      ("float32", 2, 64, 32), ("float32", 1, 32, 16), ("bfloat16", 4, 32, 32),
+                                      ("float16", 1, 64, 64), ("float64", 2, 16, 16)])
+def test_fusedmm_one_vector(monkeypatch, path, edge, dt, H, F, D):
+    # a dot whose F is one vector per lane (TL = 1, Y != Z) takes the one-vector path: the batch's
+    # dots finished by one transposed reduce-scatter, each lane set's edge function, the weights
+    # broadcast; GNNSPARSE_CUDA_FUSEDMM=generic runs the walk it replaced. Rows of ~11 entries end
+    # in partial batches; F != D leaves lanes without an F or a D vector.
+    monkeypatch.setenv("GNNSPARSE_CUDA_FUSEDMM", path)
+    M, K = 300, 200
+    rowptr, col, val = make_graph(M, K, 11, seed=F + D + H)
+    for itype, weighted in (("int32", True), ("int64", False)):
+        check_fused(rowptr, col, val, M, K, H, F, D, dt, itype, "dot", edge, seed=H, weighted=weighted)
+
+
+@pytest.mark.parametrize("edge", ["none", "exp", "softmax", "leaky_relu_softmax"])
+@pytest.mark.parametrize("graph", ["skewed", "hub"])
+def test_fusedmm_one_vector_long_rows(edge, graph):
+    # the one-vector path leaves rows longer than 32 to a kernel of their own (the whole warp) and hub
+    # rows to the hub pass, whose pieces run it too
+    if graph == "skewed":
+        M, K = 3000, 500
+        rowptr, col, val = skewed_graph(M, K, seed=7)
+    else:
+        M, K = 500, 4000
+        rowptr, col, val = make_graph(M, K, 20, seed=9, hub=105_000)
+    check_fused(rowptr, col, val, M, K, 2, 32, 32, "float32", "int32", "dot", edge, seed=4)
+    check_fused(rowptr, col, val, M, K, 1, 64, 64, "float32", "int64", "dot", edge, seed=5, weighted=False)
+
+
+@pytest.mark.parametrize("rows", ["", "1", "2", "4"])
+@pytest.mark.parametrize("dt,H,F", [("float32", 1, 32), ("float32", 3, 32), ("float32", 1, 128), ("float32", 2, 8),
+                                    ("bfloat16", 1, 64), ("float64", 1, 16), ("float16", 2, 40)])
+@pytest.mark.parametrize("graph", ["short", "skewed", "hub"])
+def test_sddmm_dot_rows(monkeypatch, rows, dt, H, F, graph):
+    # GNNSPARSE_CUDA_SDDMM_ROWS: a group walks 1, 2 or 4 consecutive rows as one edge sequence (its
+    # batches cross row ends; unset: the plan's choice). M is not a multiple of 4; empty rows; rows
+    # longer than 32 in a group make it walk its other rows one at a time; hub rows are left out.
+    monkeypatch.setenv("GNNSPARSE_CUDA_SDDMM_ROWS", rows)
+    if graph == "short":
+        M, K = 1001, 300
+        rowptr, col, _ = make_graph(M, K, 5, seed=F + H)
+    elif graph == "skewed":
+        M, K = 3001, 500
+        rowptr, col, _ = skewed_graph(M, K, seed=F)
+    else:
+        M, K = 401, 3000
+        rowptr, col, _ = make_graph(M, K, 20, seed=5, hub=110_000)
+    for itype in ("int32", "int64"):
+        r, c, _ = dev_graph(rowptr, col, None, itype, torch.float32)
+        X, Y = rand((M, H, F), dt, 1), rand((K, H, F), dt, 2)
+        poison()
+        E = cudab.sddmm(r, c, X, Y, M, K, "dot")
+        close(host(E), ref.sddmm(ns(rowptr, col, None, M, K), host(X), host(Y), "dot"), dt)
+        same_bits(E, cudab.sddmm(r, c, X, Y, M, K, "dot"))
+
+
+@pytest.mark.parametrize("name,value", [("GNNSPARSE_CUDA_SDDMM_ROWS", "3"), ("GNNSPARSE_CUDA_FUSEDMM", "fast")])
+def test_kernel_knobs_reject_bad_values(monkeypatch, name, value):
+    M, K = 50, 40
+    rowptr, col, val = make_graph(M, K, 5, seed=1)
+    r, c, v = dev_graph(rowptr, col, val, "int32", torch.float32)
+    X, Y, Z = rand((M, 1, 32), "float32", 1), rand((K, 1, 32), "float32", 2), rand((K, 1, 32), "float32", 3)
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError, match=name):
+        if name.endswith("ROWS"):
+            cudab.sddmm(r, c, X, Y, M, K, "dot")
+        else:
+            cudab.fusedmm(r, c, v, X, Y, Z, M, K, "dot", "none", 0.2, False)
+
+
 # ---- CuPy through the backend -------------------------------------------------------------
 
 def test_cupy_backend():
