@@ -537,7 +537,7 @@ def test_gin_takes_a_torch_sparse_adjacencys_values(graph):
     """PyG's GINConv multiplies by a torch sparse adj_t as it is (values included)."""
     pnn = _pyg()
     ident = torch.nn.Identity()
-    theirs = pnn.GINConv(ident)
+    theirs = pnn.GINConv(ident).double().to(graph.dev)
     ours = gnn.GINConv.from_pyg(theirs)
     with torch.sparse.check_sparse_tensor_invariants(enable=True):
         adj = torch.sparse_coo_tensor(torch.stack([graph.ei[1], graph.ei[0]]), graph.w, (N, N)).coalesce()
