@@ -335,7 +335,7 @@ def main(argv=None) -> int:
     p.add_argument("--smoke", action="store_true", help="everything tiny: checks that every path runs (~1 min)")
     p.add_argument("--out", default="train-vs-pyg", help="directory for train_vs_pyg.json")
     p.add_argument("--epochs", type=int, help="training epochs (default 200; 3 with --smoke)")
-    p.add_argument("--models", default="gcn,gat,sage,gatv2,transformer,gin,gat:0.6",
+    p.add_argument("--models", default="gcn,gat,sage,gatv2,transformer,gin,graphconv,gat:0.6",
                    help="comma-separated; model:p trains it with attention dropout p")
     p.add_argument("--sections", default="check,train,layers,products,backward")
     p.add_argument("--device", default="cuda", help="cuda (default); cpu: a dry run of the script's code paths")

@@ -71,7 +71,7 @@ def quick_tensors():
 
 @pytest.mark.parametrize("model, epochs, attn_dropout", [("gcn", 12, 0.0), ("gat", 4, 0.0), ("sage", 4, 0.0),
                                                          ("gat", 4, 0.6), ("gatv2", 4, 0.0), ("transformer", 4, 0.6),
-                                                         ("gin", 4, 0.0)])
+                                                         ("gin", 4, 0.0), ("graphconv", 4, 0.0)])
 def test_seeded_training_is_bitwise_reproducible(quick_tensors, model, epochs, attn_dropout):
     t = prepare(quick_tensors, torch.device("cpu"), model)
     kw = dict(epochs=epochs, hidden=16, heads=4, seed=0, attn_dropout=attn_dropout)
@@ -99,7 +99,7 @@ def test_train_command(tmp_path, capsys, quick_tensors):
     assert "--attn-dropout" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("model", ["gat", "gatv2", "transformer", "gin"])
+@pytest.mark.parametrize("model", ["gat", "gatv2", "transformer", "gin", "graphconv"])
 def test_compare_with_pyg(quick_tensors, model):
     pytest.importorskip("torch_geometric")
     t = prepare(quick_tensors, torch.device("cpu"), model)

@@ -15,7 +15,7 @@ from .report import comparisons, epoch_line, estimate_line, gib, say, summary_ta
 
 __all__ = ["MODELS", "QUANT_MODELS", "build_parser", "train", "main"]
 
-MODELS = ("gcn", "gat", "sage", "gatv2", "transformer", "gin")
+MODELS = ("gcn", "gat", "sage", "gatv2", "transformer", "gin", "graphconv")
 QUANT_MODELS = ("gcn", "gat")  # the models `gnnsparse train --quant` trains with quantized layers
 
 
@@ -27,7 +27,7 @@ def build_parser(prog: str = "gnnsparse train") -> _cli.ArgumentParser:
                                 "peak GPU memory and run-to-run determinism.")
     p.add_argument("--model", choices=MODELS, default="gcn",
                    help="gcn, gat (GATConv, 4 heads), sage (GraphSAGE), gatv2 (GATv2Conv, 4 heads), transformer "
-                        "(TransformerConv, 4 heads) or gin (GINConv with 2-layer MLPs) (default gcn)")
+                        "(TransformerConv, 4 heads), gin (GINConv with 2-layer MLPs) or graphconv (GraphConv) (default gcn)")
     p.add_argument("--quick", action="store_true", help="a small generated graph and 20 epochs (seconds on a CPU); without it the graph is ogbn-arxiv-sized: about 1 s per GCN epoch on a 2-core CPU, ms on a GPU")
     p.add_argument("--data", metavar="FILE.npz", help="train on your dataset: edge_index, x, y [, split] (see "
                    "gnnsparse.train.data.load_npz); default: a generated ogbn-arxiv-sized graph")
@@ -38,7 +38,8 @@ def build_parser(prog: str = "gnnsparse train") -> _cli.ArgumentParser:
     p.add_argument("--attn-dropout", type=float, default=0.0, metavar="P",
                    help="dropout on the attention coefficients of gat, gatv2 and transformer (PyG's examples use 0.6; "
                         "default 0)")
-    p.add_argument("--aggr", choices=("mean", "max", "sum"), default="mean", help="GraphSAGE aggregation")
+    p.add_argument("--aggr", choices=("mean", "max", "sum"), default=None,
+                   help="aggregation of sage (default mean) and graphconv (default sum)")
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--weight-decay", type=float, default=0.0)
     p.add_argument("--dropout", type=float, default=0.5)

@@ -114,7 +114,7 @@ def _sync(device):
         torch.cuda.synchronize(device)
 
 
-def initial_state(model: str, t: dict, hidden: int, heads: int, seed: int, dropout: float, aggr: str) -> dict:
+def initial_state(model: str, t: dict, hidden: int, heads: int, seed: int, dropout: float, aggr: Optional[str]) -> dict:
     """Seeded initial weights (a state_dict) that gnnsparse's and PyG's models both load."""
     import torch
 
@@ -124,7 +124,7 @@ def initial_state(model: str, t: dict, hidden: int, heads: int, seed: int, dropo
 
 
 def run_once(t: dict, model: str, framework: str, *, epochs: int, hidden: int = 128, heads: int = 4, lr: float = 0.01,
-             weight_decay: float = 0.0, dropout: float = 0.5, aggr: str = "mean", seed: int = 0,
+             weight_decay: float = 0.0, dropout: float = 0.5, aggr: Optional[str] = None, seed: int = 0,
              init: Optional[dict] = None, on_epoch=None, quant: Optional[str] = None,
              attn_dropout: float = 0.0) -> RunResult:
     """Train one model from `init` (or seeded weights) for `epochs` full-graph epochs.

@@ -1,4 +1,4 @@
-"""The 2-layer GCN / GAT / GraphSAGE / GATv2 / graph transformer / GIN node classifiers
+"""The 2-layer GCN / GAT / GraphSAGE / GATv2 / graph transformer / GIN / GraphConv node classifiers
 `gnnsparse train` trains, built from
 gnnsparse.torch.nn or from torch_geometric.nn with the same architecture and parameter names
 (so one state_dict initializes both)."""
@@ -34,10 +34,11 @@ class Net(torch.nn.Module):
     """conv1 -> activation -> dropout -> conv2. GAT, GATv2 and the transformer: `heads` heads of
     hidden // heads channels, concatenated, then one head, attention dropout `attn_dropout`; GAT and
     GATv2 take self loops added once to the graph, not per call. GIN: each conv's MLP is
-    Linear -> ReLU -> Linear."""
+    Linear -> ReLU -> Linear. `aggr` (sum, mean, max): GraphSAGE's (default mean) and GraphConv's
+    (default sum)."""
 
     def __init__(self, kind: str, framework: str, in_channels: int, hidden: int, out_channels: int, *,
-                 heads: int = 4, dropout: float = 0.5, aggr: str = "mean", quant: Optional[int] = None,
+                 heads: int = 4, dropout: float = 0.5, aggr: Optional[str] = None, quant: Optional[int] = None,
                  attn_dropout: float = 0.0):
         super().__init__()
         if kind not in MODELS:
@@ -78,7 +79,12 @@ class Net(torch.nn.Module):
             lin, relu = torch.nn.Linear, torch.nn.ReLU
             self.conv1 = L.GINConv(torch.nn.Sequential(lin(in_channels, hidden), relu(), lin(hidden, hidden)))
             self.conv2 = L.GINConv(torch.nn.Sequential(lin(hidden, hidden), relu(), lin(hidden, out_channels)))
+        elif kind == "graphconv":
+            aggr = {"sum": "add", None: "add"}.get(aggr, aggr)
+            self.conv1 = L.GraphConv(in_channels, hidden, aggr=aggr)
+            self.conv2 = L.GraphConv(hidden, out_channels, aggr=aggr)
         else:
+            aggr = aggr or "mean"
             self.conv1 = L.SAGEConv(in_channels, hidden, aggr=aggr)
             self.conv2 = L.SAGEConv(hidden, out_channels, aggr=aggr)
 
