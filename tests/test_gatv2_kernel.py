@@ -406,9 +406,9 @@ def test_opcheck_and_compile(sycl):
     g = gst.graph_tensors(A)
     D = torch.float64
     XL, XR, att = (torch.randn(*s, dtype=D, requires_grad=True) for s in ((7, 2, 3), (7, 2, 3), (2, 3)))
-    torch.library.opcheck(L.gatv2_scores_op, (g.rowptr, g.col, g.t_rowptr, g.t_col, g.t_perm, XL, XR, att, 0.2))
+    torch.library.opcheck(L.gatv2_scores_op.op, (g.rowptr, g.col, g.t_rowptr, g.t_col, g.t_perm, XL, XR, att, 0.2))
     for want_att in (True, False):
-        torch.library.opcheck(L.gatv2_grad_op, (g.rowptr, g.col, XR.detach(), XL.detach(), att.detach(),
+        torch.library.opcheck(L.gatv2_grad_op.op, (g.rowptr, g.col, XR.detach(), XL.detach(), att.detach(),
                                                 torch.randn(g.nnz, 2, dtype=D), 0.2, want_att))
 
     def f(g, a, b, c):

@@ -221,6 +221,13 @@ class CSR(GraphMethods):
             return None
         return (self._rowptr._version, self._col._version, None if self._val is None else self._val._version)
 
+    def _structure_stamp(self):
+        """Version counters of the torch index arrays (None for other kinds): what the structural
+        facts (max_degree, sorted_cols) depend on; new values do not change them."""
+        if not self._torch:
+            return None
+        return (self._rowptr._version, self._col._version)
+
     # ---------------------------------------------------------------- construction
     @classmethod
     def from_scipy(cls, S, *, validate: bool = True) -> "CSR":
@@ -386,7 +393,7 @@ class CSR(GraphMethods):
     def max_degree(self) -> int:
         """The longest row (number of stored entries), computed once."""
         if self._max_degree is None or self._torch:
-            stamp = self._stamp()
+            stamp = self._structure_stamp()
             if self._max_degree is None or self._max_degree[1] != stamp:
                 M = self.shape[0]
                 if M == 0:
@@ -404,7 +411,7 @@ class CSR(GraphMethods):
         """Whether every row's columns are non-decreasing (repeated columns allowed), computed once
         (vectorized, on the arrays' own device)."""
         if self._sorted_cols is None or self._torch:
-            stamp = self._stamp()
+            stamp = self._structure_stamp()
             if self._sorted_cols is None or self._sorted_cols[1] != stamp:
                 self._sorted_cols = (self._rows_sorted(), stamp)
         return self._sorted_cols[0]
