@@ -46,8 +46,9 @@ enum class Kernel : std::uint8_t {
   esimd_quantize,      // esimd/quantize.hpp
   gatv2_scores_sg,    // gatv2.hpp
   gatv2_grad_sg,      // gatv2.hpp
+  quant_requantize,   // quant.hpp
 };
-inline constexpr int kKernelCount = 24;
+inline constexpr int kKernelCount = 25;
 
 struct KernelSpec {
   Kernel id;
@@ -98,6 +99,7 @@ inline constexpr KernelSpec kKernels[kKernelCount] = {
     {Kernel::gatv2_scores_sg, "gatv2.hpp", "gnnsparse::gatv2_scores_sg", 3, {A::dtype, A::itype, A::integer}},  // T I SG
     {Kernel::gatv2_grad_sg, "gatv2.hpp", "gnnsparse::gatv2_grad_sg", 4,
      {A::dtype, A::itype, A::integer, A::integer}},  // T I SG V
+    {Kernel::quant_requantize, "quant.hpp", "gnnsparse::quant_requantize", 1, {A::integer}},  // BITS
 };
 constexpr bool table_in_order() {
   for (int i = 0; i < kKernelCount; ++i)
