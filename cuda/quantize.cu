@@ -156,14 +156,14 @@ dequantize_kernel(const std::uint8_t* __restrict__ Q, const float* __restrict__ 
 // step's scale and the statistics (quant::delayed_scales).
 __global__ void __launch_bounds__(QuantizeTuning::kScaleThreads)
 delayed_finish_kernel(const float* __restrict__ work, int64_t P, int qmax, const float* __restrict__ scale_in,
-                      float* __restrict__ scale, float* __restrict__ stats) {
+                      float decay, float* __restrict__ scale, float* __restrict__ stats) {
   __shared__ float smem[32];
   float acc = 0.0f;
   for (int64_t i = threadIdx.x; i < P; i += blockDim.x) acc = quant::absmax_combine(acc, work[i]);
   acc = block_absmax(acc, smem);
   if (threadIdx.x == 0) {
     float cur[2], next[2], growth;
-    quant::delayed_scales(acc, qmax, scale_in[0], scale_in[1], cur, next, growth);
+    quant::delayed_scales(acc, qmax, scale_in[0], scale_in[1], decay, cur, next, growth);
     scale[0] = cur[0];
     scale[1] = cur[1];
     scale[2] = next[0];
@@ -250,7 +250,7 @@ requant_bytes_kernel(const int* __restrict__ acc, int64_t rows, int64_t C, int64
 
 void launch_delayed_finish(const QOut& o, int64_t P, cudaStream_t stream) {
   delayed_finish_kernel<<<1, QuantizeTuning::kScaleThreads, 0, stream>>>(o.work, P, quant::qmax_of(o.bits),
-                                                                          o.scale_in, o.scale, o.stats);
+                                                                          o.scale_in, o.decay, o.scale, o.stats);
   GS_LAUNCH_CHECK("delayed_finish_kernel");
 }
 
@@ -261,6 +261,7 @@ void check_qout(const char* op, const QOut& o, int64_t need_work) {
     throw std::invalid_argument(where + "unknown rounding code " + std::to_string(int(o.rounding)));
   if (o.scale_in == nullptr || o.scale == nullptr || (need_work > 0 && o.work == nullptr))
     throw std::invalid_argument(where + "null pointer");
+  if (!(o.decay >= 0.0f && o.decay < 1.0f)) throw std::invalid_argument(where + "decay must be in [0, 1)");
   if (o.work_size < need_work)
     throw std::invalid_argument(where + "work holds " + std::to_string(o.work_size) + " floats, the launch needs " +
                                 std::to_string(need_work));

@@ -28,6 +28,7 @@ void check_qout(const char *op, const QOut &o, long need_work) {
     throw std::invalid_argument(where + "unknown rounding code " + std::to_string(int(o.rounding)));
   if (o.scale_in == nullptr || o.scale == nullptr || (need_work > 0 && o.work == nullptr))
     throw std::invalid_argument(where + "null pointer");
+  if (!(o.decay >= 0.0f && o.decay < 1.0f)) throw std::invalid_argument(where + "decay must be in [0, 1)");
   if (o.work_size < need_work)
     throw std::invalid_argument(where + "work holds " + std::to_string(o.work_size) + " floats, the launch needs " +
                                 std::to_string(need_work));
@@ -41,7 +42,7 @@ sycl::event delayed_finish(sycl::queue &q, const QOut &o, long P, const QDeps &d
   l.inst = Instance::of(Kernel::quant_scale, pow2_arg(std::uint64_t(wg)));
   l.local = l.global = std::size_t(wg);
   return submit(q, l, deps, static_cast<const float *>(o.work), P, int(qmax_for_bits(o.bits)), o.scale,
-                o.scale_in, o.stats);
+                o.scale_in, o.decay, o.stats);
 }
 
 }  // namespace
@@ -61,7 +62,7 @@ sycl::event quantize(sycl::queue &q, const QuantizeArgs &a, const QDeps &deps) {
     d = {ea ? *ea : submit(q, p.absmax, d, a.X, n, p.chunk, a.work)};
   }
   sycl::event e = submit(q, p.scale, d, static_cast<const float *>(a.work), long(p.P), int(qmax_for_bits(a.bits)),
-                         a.scale, static_cast<const float *>(nullptr), static_cast<float *>(nullptr));
+                         a.scale, static_cast<const float *>(nullptr), 0.0f, static_cast<float *>(nullptr));
   if (n == 0) return e;
   if (caps.esimd)
     if (auto ee = esimd_quantize_pass(q, a, {e})) return *ee;

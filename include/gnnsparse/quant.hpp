@@ -34,7 +34,8 @@
 //       (elements beyond the old absmax are clamped to +-qmax), NaN gives 0;
 //   absmax of Y: per-block partial maxima in `work` (no atomics), folded by one more launch that
 //       writes scale[0..1] = the QTensor's scale (scale_in's values; {NaN, 0} when Y held NaN or
-//       +-inf), scale[2..3] = {s, inv} of Y's absmax (the next step's scale_in), and, when
+//       +-inf), scale[2..3] = {s, inv} of max(Y's absmax, decay times scale_in's absmax) (the next
+//       step's scale_in: a peak hold, so a fluctuating absmax saturates less often), and, when
 //       `stats` is given, stats[0] = max(stats[0], growth), stats[1] += (growth > 1), growth =
 //       s_next / s_in (> 1: some elements were clamped; see quant_math.hpp delayed_scales).
 // y itself is the op's float32 output bit for bit (the same accumulation), so the quantized
@@ -132,6 +133,7 @@ struct QOut {
   const float *scale_in = nullptr;  // {s, inv} to quantize with (the previous step's scale[2..3])
   float *scale = nullptr;           // 4 floats, written: the QTensor's {s, inv}, then the next {s, inv}
   float *stats = nullptr;           // 2 floats, updated (max growth, saturated steps), or nullptr
+  float decay = 0.0f;               // peak hold of the next scale (quant_math.hpp delayed_scales)
   float *work = nullptr;            // partial maxima
   std::int64_t work_size = 0;       // floats in work (checked against what the launch needs)
   bool active() const { return Q != nullptr; }

@@ -232,7 +232,7 @@ class CudaBackend:
             work = _empty_as(run, (max(n, 1),), "float32")
             _launch(run, _ext.qspmm, A, run.addr(X), run.addr(xs), bits, C, reduce, run.addr(W), H, identity_col, 0, 0,
                     run.addr(Q), out.bits, out.rounding, out.seed, run.addr(out.scale_in), run.addr(scale),
-                    run.addr(out.stats), run.addr(work), n)
+                    run.addr(out.stats), out.decay, run.addr(work), n)
             return Q, scale
         Y = _empty_as(run, (M, C), "float32")
         arg = _empty_as(run, (M, C), "int64") if want_arg else None
@@ -246,7 +246,8 @@ class CudaBackend:
         scale = _empty_as(run, (4,), "float32")
         work = _empty_as(run, (_ext.QUANTIZE_WORK,), "float32")
         _launch(run, _ext.requantize, run.addr(acc), rows, C, ld, run.addr(sa), run.addr(sb), run.addr(Q), out.bits,
-                out.rounding, out.seed, run.addr(out.scale_in), run.addr(scale), run.addr(out.stats), run.addr(work))
+                out.rounding, out.seed, run.addr(out.scale_in), run.addr(scale), run.addr(out.stats), out.decay,
+                run.addr(work))
         return Q, scale
 
     def qsddmm(self, A, X, xs, xbits, Y, ys, ybits, nnz, H, F, op):

@@ -226,7 +226,7 @@ class SyclBackend:
             stats, back = _inout(c, out.stats)
             ev = _ext().qspmm(c.exec(), A, c.addr(X), c.addr(xs), bits, C, reduce, wa, H, identity_col, 0, 0,
                               _addr(Q), out.bits, out.rounding, out.seed, c.addr(out.scale_in), _addr(scale), stats,
-                              _addr(work), n)
+                              out.decay, _addr(work), n)
             Q, scale, _ = c.finish(ev, A, Q, scale, work)
             back()
             return Q, scale
@@ -243,7 +243,8 @@ class SyclBackend:
         work = c.empty((_ext().QUANTIZE_WORK,), np.float32)
         stats, back = _inout(c, out.stats)
         ev = _ext().requantize(c.exec(), c.addr(acc), rows, C, ld, c.addr(sa), c.addr(sb), _addr(Q), out.bits,
-                               out.rounding, out.seed, c.addr(out.scale_in), _addr(scale), stats, _addr(work))
+                               out.rounding, out.seed, c.addr(out.scale_in), _addr(scale), stats, out.decay,
+                               _addr(work))
         Q, scale, _ = c.finish(ev, None, Q, scale, work)
         back()
         return Q, scale

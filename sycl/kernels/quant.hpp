@@ -49,11 +49,11 @@ void quant_absmax(const float *X, long n, long chunk, float *work) {
 }
 
 // prev == nullptr: scale = {s, inv} of the absmax. prev = {s, inv} a producer quantized with
-// (DELAYED SCALING): scale[0..3] = the QTensor's scale and the next step's, stats (if not null)
-// updated (quant::delayed_scales).
+// (DELAYED SCALING): scale[0..3] = the QTensor's scale and the next step's (peak hold `decay`),
+// stats (if not null) updated (quant::delayed_scales).
 template <int WG>
 SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))
-void quant_scale(const float *work, long P, int qmax, float *scale, const float *prev, float *stats) {
+void quant_scale(const float *work, long P, int qmax, float *scale, const float *prev, float decay, float *stats) {
   const auto it = sycl::ext::oneapi::this_work_item::get_nd_item<1>();
   const long l = long(it.get_local_id(0));
   float acc = 0.0f;
@@ -68,7 +68,7 @@ void quant_scale(const float *work, long P, int qmax, float *scale, const float 
       scale[1] = inv;
     } else {
       float cur[2], next[2], growth;
-      quant::delayed_scales(absmax, qmax, prev[0], prev[1], cur, next, growth);
+      quant::delayed_scales(absmax, qmax, prev[0], prev[1], decay, cur, next, growth);
       scale[0] = cur[0];
       scale[1] = cur[1];
       scale[2] = next[0];

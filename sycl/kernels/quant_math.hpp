@@ -151,18 +151,22 @@ GNNSPARSE_QFN float absmax_combine(float acc, float x) {
 // The scales a delayed-scale producer writes once its output's absmax is known (absmax NaN: the
 // output held NaN or +-inf). prev = {s, inv} it quantized with. cur: the QTensor's scale, prev's
 // values, or {NaN, 0} when the output was not finite (so everything computed from it is NaN, as
-// for quantize); next: {s, inv} of absmax, the scale of the next step. growth: absmax over the
-// absmax prev stands for (s_next / s_prev; 0 / 0 -> 0, x / 0 -> inf); > 1 means some elements were
-// clamped at +-qmax.
-GNNSPARSE_QFN void delayed_scales(float absmax, int qmax, float prev_s, float prev_inv, float cur[2],
+// for quantize); next: the scale of the next step, {s, inv} of the held absmax
+//   held = max(absmax, fl32(fl32(prev_s * qmax) * decay))   (decay in [0, 1); 0: held = absmax)
+// (a peak hold: the scale follows a growing absmax at once and a shrinking one by `decay` per
+// step, so a tensor whose absmax fluctuates from step to step is clamped less often). growth:
+// absmax over the absmax prev stands for (s / s_prev with s of absmax itself; 0 / 0 -> 0,
+// x / 0 -> inf); > 1 means some elements were clamped at +-qmax.
+GNNSPARSE_QFN void delayed_scales(float absmax, int qmax, float prev_s, float prev_inv, float decay, float cur[2],
                                   float next[2], float &growth) {
   float s, inv;
   scales_from_absmax(absmax, qmax, s, inv);
   const bool finite = s == s;
   cur[0] = finite ? prev_s : std::numeric_limits<float>::quiet_NaN();
   cur[1] = finite ? prev_inv : 0.0f;
-  next[0] = s;
-  next[1] = inv;
+  const float cand = GNNSPARSE_QMUL(GNNSPARSE_QMUL(prev_s, float(qmax)), decay);  // NaN when prev_s is
+  const float held = cand > absmax ? cand : absmax;                               // NaN never wins
+  scales_from_absmax(held, qmax, next[0], next[1]);
   if (!finite || prev_s != prev_s)
     growth = std::numeric_limits<float>::quiet_NaN();
   else if (prev_s > 0.0f)

@@ -46,17 +46,24 @@ class DelayedScale:
 
     `scale`: {s, inv} (2 float32 on the output's device) the next output is quantized with; None
     before the first output, which the producer computes in float32 and quantizes in a separate
-    pass (its scale then serves the second). `stats`: [largest growth of the absmax over the scale
-    used, steps where it grew (some elements were clamped to +-qmax)], kept on the device and read
-    by statistics(). Changing the bit width needs a new state (the scale is per width)."""
+    pass (its scale then serves the second). `decay` in [0, 1): a peak hold, the next scale is that
+    of max(this output's absmax, decay x the absmax of the scale in use), so an absmax that
+    fluctuates from step to step (a gradient's) is clamped less often, at the price of a coarser
+    step after a peak (0: the scale of the last output alone). `stats`: [largest growth of the
+    absmax over the scale used, steps where it grew (some elements were clamped to +-qmax)], kept
+    on the device and read by statistics(). Changing the bit width needs a new state (the scale is
+    per width)."""
 
-    __slots__ = ("bits", "stochastic", "scale", "stats", "steps")
+    __slots__ = ("bits", "stochastic", "decay", "scale", "stats", "steps")
 
-    def __init__(self, bits: int = 8, stochastic: bool = True):
+    def __init__(self, bits: int = 8, stochastic: bool = True, decay: float = 0.0):
         from ._tensor import _check_bits
 
         self.bits = _check_bits(bits)
         self.stochastic = bool(stochastic)
+        if not 0.0 <= float(decay) < 1.0:
+            raise ValueError(f"decay must be in [0, 1), got {decay!r}")
+        self.decay = float(decay)
         self.scale = None
         self.stats = None
         self.steps = 0
@@ -87,7 +94,7 @@ class DelayedScale:
     def _args(self, b, seed: int):
         """The backend's description of the output (bits, rounding code, seed, scale_in, stats)."""
         return SimpleNamespace(bits=self.bits, rounding=_core.ROUNDING["stochastic" if self.stochastic else "nearest"],
-                               seed=seed, scale_in=b.prepare(self.scale), stats=b.prepare(self.stats))
+                               seed=seed, scale_in=b.prepare(self.scale), stats=b.prepare(self.stats), decay=self.decay)
 
     def _advance(self, scale4):
         """After a producer's launch: scale4 = [the QTensor's s, inv, the next s, inv]."""

@@ -101,16 +101,20 @@ def quantize(x, bits: int = 8, stochastic: bool = True, seed: int = 0, inv=None,
     return q.reshape(x.shape), s, inv
 
 
-def delayed_scales(amax, bits: int, prev_s, prev_inv):
+def delayed_scales(amax, bits: int, prev_s, prev_inv, decay: float = 0.0):
     """What a delayed-scale producer writes once its output's absmax is known (quant_math.hpp
     delayed_scales): (cur, next, growth). cur = the QTensor's {s, inv}: prev's, or {NaN, 0} when the
-    output held NaN / inf; next = {s, inv} of amax (the next step's scale); growth = s_next / s_prev
-    (0 / 0 -> 0, x / 0 -> inf, NaN when either is NaN)."""
+    output held NaN / inf; next = {s, inv} of max(amax, fl32(fl32(prev_s qmax) decay)) (the next
+    step's scale, a peak hold); growth = s / s_prev with s of amax (0 / 0 -> 0, x / 0 -> inf, NaN
+    when either is NaN)."""
     s, inv = scales(amax, bits)
     prev_s, prev_inv = np.float32(prev_s), np.float32(prev_inv)
     finite = not np.isnan(s)
     cur = np.array([prev_s, prev_inv] if finite else [np.nan, 0.0], np.float32)
-    nxt = np.array([s, inv], np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        cand = np.float32(np.float32(prev_s * np.float32(qmax_of(bits))) * np.float32(decay))
+    held = cand if cand > np.float32(amax) else np.float32(amax)
+    nxt = np.array(scales(held, bits), np.float32)
     if not finite or np.isnan(prev_s):
         growth = np.float32(np.nan)
     elif prev_s > 0:
@@ -120,14 +124,14 @@ def delayed_scales(amax, bits: int, prev_s, prev_inv):
     return cur, nxt, growth
 
 
-def quantize_delayed(y, bits: int, stochastic: bool, seed: int, scale_in):
+def quantize_delayed(y, bits: int, stochastic: bool, seed: int, scale_in, decay: float = 0.0):
     """The model of a delayed-scale producer given its float32 output y (the op's own output, bit
     for bit) and the scale it quantizes with, scale_in = {s, inv}: (q with y's shape, scale (4,):
     the QTensor's {s, inv} and the next {s, inv}, growth)."""
     y = np.asarray(y, np.float32)
     scale_in = np.asarray(scale_in, np.float32).reshape(-1)
     q = quantize(y, bits, stochastic, seed, inv=scale_in[1], saturate=True)[0]
-    cur, nxt, growth = delayed_scales(absmax(y), bits, scale_in[0], scale_in[1])
+    cur, nxt, growth = delayed_scales(absmax(y), bits, scale_in[0], scale_in[1], decay)
     return q, np.concatenate([cur, nxt]).astype(np.float32), growth
 
 

@@ -102,13 +102,15 @@ def _qspmm(b, A, X, red, return_arg, weights, identity, out_rows, view_csr=None,
 _INCIDENCE_SIDES = ("dst", "src")
 
 
-def incidence_spmm(A: CSR, E: QTensor, reduce: str = "sum", side: str = "dst", return_arg: bool = False):
+def incidence_spmm(A: CSR, E: QTensor, reduce: str = "sum", side: str = "dst", return_arg: bool = False, *,
+                   out: DelayedScale = None, seed=None):
     """Edge -> node aggregation with the incidence matrix (Tango's gradient of node features from
     edge features): E has one row per stored entry of A, in A's CSR order.
 
     side="dst": Y[i] = reduce over the entries k of row i of E[k] (M rows; no index array is read).
     side="src": Y[j] = reduce over the entries k with col[k] == j of E[k] (K rows), in ascending k.
     No all-ones matrix is built; the integers are summed exactly (as spmm without weights).
+    out, seed: a quantized output with a delayed scale, as spmm's.
     """
     red = _ops.check_reduce(reduce, return_arg)
     if side not in _INCIDENCE_SIDES:
@@ -118,8 +120,9 @@ def incidence_spmm(A: CSR, E: QTensor, reduce: str = "sum", side: str = "dst", r
         raise ValueError(f"E has shape {E.shape} but A has {A.nnz} stored entries: E needs one row per entry")
     M, K = A.shape
     if side == "dst":
-        return _qspmm(b, A, E, red, return_arg, None, identity=True, out_rows=M, use_values=False)
-    return _qspmm(b, A, E, red, return_arg, None, identity=False, out_rows=K, view_csr=_src_incidence(A))
+        return _qspmm(b, A, E, red, return_arg, None, identity=True, out_rows=M, use_values=False, out=out, seed=seed)
+    return _qspmm(b, A, E, red, return_arg, None, identity=False, out_rows=K, view_csr=_src_incidence(A), out=out,
+                  seed=seed)
 
 
 def _src_incidence(A: CSR) -> CSR:
