@@ -228,3 +228,36 @@ def test_linear_q_falls_back(rng):
         Q = gs.quant.linear_q(QX, QW, st, seed=step)
         Qr = gs.quantize(gs.quant.linear(QX, QW), 8, seed=step)
         assert np.array_equal(host(Q.data), host(Qr.data)) and st.steps == step + 1
+
+
+def test_stats_set_by_hand_are_checked(rng):
+    """A scale or statistics buffer set by hand must be 2 float32 on the output's device (the
+    kernels read and write them in place)."""
+    sycl_or_skip()
+    A = random_csr(rng, 10, 8, mean_deg=2.0, weighted=False)
+    Q = gs.quantize(rand(rng, 8, 4), 8)
+    st = gs.quant.DelayedScale(8)
+    st.scale = np.ones(3, np.float32)
+    with pytest.raises(ValueError, match="DelayedScale.scale must be 2 float32"):
+        gs.quant.spmm(A, Q, out=st)
+    st.scale, st.stats = np.ones(2, np.float32), np.zeros(2, np.float64)
+    with pytest.raises(ValueError, match="DelayedScale.stats must be 2 float32"):
+        gs.quant.spmm(A, Q, out=st)
+    st.stats = None  # no statistics kept: fine
+    assert gs.quant.spmm(A, Q, out=st).bits == 8 and st.stats is None
+
+
+def test_bench_tool_dry_run():
+    """tools/quant_bench.py --cpu: every code path and check of the GPU bench on the CPU."""
+    sycl_or_skip()
+    if torch is None:
+        pytest.skip("torch not installed")
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "tools" / "quant_bench.py"
+    r = subprocess.run([sys.executable, "-W", "ignore", str(script), "--cpu"], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "FAILED" not in r.stdout and "int8 spmm producer" in r.stdout and "bytes saved for the backward" in r.stdout

@@ -80,9 +80,17 @@ class DelayedScale:
 
     # ---- used by the producers (gnnsparse.quant.ops.spmm, gnnsparse.quant._gemm.linear_q)
     def _check_place(self, like, what: str):
-        if self.scale is not None and _arrays.kind(self.scale) != _arrays.kind(like):
-            raise ValueError(f"{what}: the delayed scale lives on {_arrays.kind(self.scale)} but the output on "
-                             f"{_arrays.kind(like)}; use one DelayedScale per device")
+        """The scale (and statistics) a producer will read and write: 2 float32 each, on the
+        output's device (they may have been set by hand)."""
+        for name, a in (("scale", self.scale), ("stats", self.stats)):
+            if a is None:
+                continue
+            if _arrays.kind(a) != _arrays.kind(like):
+                raise ValueError(f"{what}: the delayed scale lives on {_arrays.kind(a)} but the output on "
+                                 f"{_arrays.kind(like)}; use one DelayedScale per device")
+            if _arrays.dtype_name(a) != "float32" or tuple(_arrays.shape_of(a)) != (2,):
+                raise ValueError(f"{what}: DelayedScale.{name} must be 2 float32 values, got "
+                                 f"{_arrays.dtype_name(a)} of shape {tuple(_arrays.shape_of(a))}")
 
     def _calibrate(self, Q):
         """The first output (quantized in a separate pass): its scale is the next one's."""
@@ -94,7 +102,8 @@ class DelayedScale:
     def _args(self, b, seed: int):
         """The backend's description of the output (bits, rounding code, seed, scale_in, stats)."""
         return SimpleNamespace(bits=self.bits, rounding=_core.ROUNDING["stochastic" if self.stochastic else "nearest"],
-                               seed=seed, scale_in=b.prepare(self.scale), stats=b.prepare(self.stats), decay=self.decay)
+                               seed=seed, scale_in=b.prepare(self.scale),
+                               stats=None if self.stats is None else b.prepare(self.stats), decay=self.decay)
 
     def _advance(self, scale4):
         """After a producer's launch: scale4 = [the QTensor's s, inv, the next s, inv]."""
