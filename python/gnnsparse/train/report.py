@@ -123,6 +123,4 @@ def comparisons(results: dict) -> list:
                                                                   "float32"))
     if "gnnsparse" in results and "pyg" in results:
         out.append("gnnsparse vs PyG: " + _versus(results["gnnsparse"], results["pyg"], "gnnsparse", "PyG"))
-    if "quant" in results and "pyg" in results:
-        out.append("quantized vs PyG float32: " + _versus(results["quant"], results["pyg"], "quantized", "PyG"))
     return out
