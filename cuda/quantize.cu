@@ -158,8 +158,18 @@ __global__ void __launch_bounds__(QuantizeTuning::kScaleThreads)
 delayed_finish_kernel(const float* __restrict__ work, int64_t P, int qmax, const float* __restrict__ scale_in,
                       float decay, float* __restrict__ scale, float* __restrict__ stats) {
   __shared__ float smem[32];
+  constexpr int U = 8;  // loads in flight per thread (P is one partial per SpMM block: 10^5 and more)
   float acc = 0.0f;
-  for (int64_t i = threadIdx.x; i < P; i += blockDim.x) acc = quant::absmax_combine(acc, work[i]);
+  for (int64_t i0 = threadIdx.x; i0 < P; i0 += int64_t(U) * blockDim.x) {
+    float v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t i = i0 + int64_t(u) * blockDim.x;
+      v[u] = i < P ? __ldg(work + i) : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) acc = quant::absmax_combine(acc, v[u]);
+  }
   acc = block_absmax(acc, smem);
   if (threadIdx.x == 0) {
     float cur[2], next[2], growth;
