@@ -13,6 +13,14 @@
 // integers (no edge weights: exact int32 / int64 sums, integer max / min) or float32 w * q
 // (weights); the scale is applied once per output element. Gathers of X rows are the traffic:
 // a quarter (int8) or an eighth (int4) of the float32 bytes. No atomics: bitwise reproducible.
+//
+// Quantized output (QSpmmArgs::out, the OUT instances; DELAYED SCALING in gnnsparse/quant.hpp):
+// the epilogue quantizes each lane's values with the previous step's scale (stochastic rounding
+// by element index, one Philox call per 4 values) and stores int8 / packed int4 instead of
+// float32; each row-kernel block leaves the absmax of what it wrote in out.work. Hub rows: the
+// combine leaves their float values in the hub workspace and qspmm_hub_out_kernel quantizes them
+// (one partial per segment). One more launch folds the partials into the scales
+// (launch_delayed_finish, quantize.cu). The float32 Y is never written.
 #include "quant_common.cuh"
 #include "policy.cuh"
 #include "segments.cuh"
@@ -31,6 +39,8 @@ struct QSpmmParams {
   int64_t* __restrict__ arg;
   int64_t M, C, row_bytes, H, D;
   bool ident, y_vec;
+  QOutParams out;      // OUT kernels: the quantized output (Y unused)
+  float* __restrict__ work;   // OUT kernels: one partial absmax per row-kernel block
 };
 
 template <class Acc> __device__ __forceinline__ Acc shfl_xor(Acc v, int o, unsigned mask) {
@@ -140,8 +150,36 @@ struct QSpmmAgent {
   }
 };
 
+// The OUT epilogue: the lane's values quantized with the delayed scale and stored (every lane of
+// the group calls it: int4 with CPL 1 pairs neighbouring lanes by a shuffle); returns the absmax
+// of what this lane wrote (0 when it writes nothing).
+template <Reduce R, class Acc, int CPL>
+__device__ __forceinline__ float qspmm_write_q(const QOutParams& o, const float* __restrict__ scale, int64_t C,
+                                               int64_t row, int64_t c0, int64_t deg, const Acc (&acc)[CPL],
+                                               bool writer, unsigned mask) {
+  const float s = __ldg(scale);
+  float y[CPL];
+  float m = 0.0f;
+#pragma unroll
+  for (int e = 0; e < CPL; ++e) {
+    const bool in = writer && c0 + e < C;
+    y[e] = in ? qspmm_final<R>(acc[e], deg, s) : 0.0f;
+    if (in) m = quant::absmax_combine(m, y[e]);
+  }
+  int q[CPL];
+  quantize_run<CPL>(o, row, c0, C, y, q);
+  int next = 0;
+  if constexpr (CPL == 1) {
+    if (o.bits == 4) next = __shfl_down_sync(mask, q[0], 1);
+  }
+  if (writer) store_run<CPL>(o, row, c0, C, q, next);
+  return m;
+}
+
 // One group of G = Gc * P lanes per row; rows longer than hub_thr (> 0) are left to the hub pass.
-template <int BITS, class I, Reduce R, class Acc, int CPL>
+// OUT: the output is written quantized (delayed scale) and each block leaves its partial absmax
+// in p.work[blockIdx.y * gridDim.x + blockIdx.x].
+template <int BITS, class I, Reduce R, class Acc, int CPL, bool OUT>
 __global__ void __launch_bounds__(QSpmmTuning::kBlockThreads)
 qspmm_row_kernel(QSpmmParams<I> p, int Gc, int P, int64_t hub_thr) {
   using Ag = QSpmmAgent<BITS, I, R, Acc, CPL>;
@@ -160,8 +198,16 @@ qspmm_row_kernel(QSpmmParams<I> p, int Gc, int P, int64_t hub_thr) {
   Acc acc[CPL];
   int64_t arg[CPL];
   Ag::reduce_split(p, k0, hub ? k0 : k1, c0, ok, head, Gc, P, sub, acc, arg);  // every lane takes part
-  if (row >= p.M || hub || !ok || sub >= Gc) return;
-  Ag::write(p, row, c0, k1 - k0, acc, arg);
+  const bool writer = row < p.M && !hub && ok && sub < Gc;
+  if constexpr (OUT) {
+    __shared__ float smem[32];
+    float m = qspmm_write_q<R, Acc, CPL>(p.out, p.scale, p.C, row, c0, k1 - k0, acc, writer, group_mask(G));
+    m = block_absmax(m, smem);
+    if (threadIdx.x == 0) p.work[int64_t(blockIdx.y) * gridDim.x + blockIdx.x] = m;
+  } else {
+    if (!writer) return;
+    Ag::write(p, row, c0, k1 - k0, acc, arg);
+  }
 }
 
 // Hub pass, segment side: one warp per segment (Gc column lanes x 32 / Gc edge parts) reduces
@@ -193,7 +239,9 @@ qspmm_segment_kernel(QSpmmParams<I> p, int Gc, HubGeometry g, Acc* __restrict__ 
 }
 
 // The hub pass's state of the quantized SpMM: one integer (or float) value and arg per column.
-template <Reduce R, class Acc>
+// OUT: the hub row's float values go to hub_y[(its first segment) * C + column], quantized by
+// qspmm_hub_out_kernel afterwards (which also needs their absmax).
+template <Reduce R, class Acc, bool OUT = false>
 struct QSpmmCombine {
   using Red = Reducer<Acc, R>;
   struct Params {
@@ -203,6 +251,7 @@ struct QSpmmCombine {
     float* __restrict__ Y;
     int64_t* __restrict__ arg;
     int64_t C;
+    float* __restrict__ hub_y;        // OUT only
   };
   struct Part {
     Acc v;
@@ -218,60 +267,125 @@ struct QSpmmCombine {
     Red::merge(acc.v, acc.arg, nx.v, nx.arg, true);
   }
   __device__ __forceinline__ static void write(const Params& p, int64_t r, int64_t cc, const Part& acc,
-                                               int64_t deg, int64_t) {
-    p.Y[r * p.C + cc] = qspmm_final<R>(acc.v, deg, __ldg(p.scale));
-    if constexpr (Red::kHasArg)
-      if (p.arg != nullptr) p.arg[r * p.C + cc] = acc.arg;
+                                               int64_t deg, int64_t first_segment) {
+    const float y = qspmm_final<R>(acc.v, deg, __ldg(p.scale));
+    if constexpr (OUT) {
+      p.hub_y[first_segment * p.C + cc] = y;
+    } else {
+      p.Y[r * p.C + cc] = y;
+      if constexpr (Red::kHasArg)
+        if (p.arg != nullptr) p.arg[r * p.C + cc] = acc.arg;
+    }
   }
 };
 
-template <int BITS, class I, Reduce R, class Acc>
+// OUT, hub rows: block s quantizes the hub row that starts in segment s (if any) from hub_y and
+// leaves its absmax in work[s] (0 when no hub row starts there). One Philox call per element.
+constexpr int kHubOutThreads = 128;
+
+template <class I>
+__global__ void __launch_bounds__(kHubOutThreads)
+qspmm_hub_out_kernel(const I* __restrict__ rowptr, HubGeometry g, int64_t C, const float* __restrict__ hub_y,
+                     QOutParams o, float* __restrict__ work) {
+  __shared__ float smem[32];
+  const int64_t s = blockIdx.x;
+  int64_t r = -1;
+  if (*g.flag != 0) {
+    const int64_t rr = g.rows[2 * s + 1];
+    const int64_t rk0 = static_cast<int64_t>(rowptr[rr]), rk1 = static_cast<int64_t>(rowptr[rr + 1]);
+    if (rk0 >= s * g.seg && rk1 - rk0 > g.thr) r = rr;  // as hub_combine_kernel decides
+  }
+  float m = 0.0f;
+  if (r >= 0) {
+    const float inv = __ldg(o.scale_in + 1);
+    const int qmax = o.bits == 4 ? 7 : 127;
+    for (int64_t b = threadIdx.x; b < o.row_bytes; b += blockDim.x) {
+      const int64_t c0 = o.bits == 8 ? b : 2 * b;
+      const int n = (o.bits == 8 || c0 + 1 >= C) ? 1 : 2;
+      int q[2] = {0, 0};
+      for (int u = 0; u < n; ++u) {
+        const float y = hub_y[s * C + c0 + u];
+        const int64_t e = r * C + c0 + u;
+        const std::uint32_t w = o.stoch ? quant::element_words(o.seed, std::uint64_t(e) >> 2).w[e & 3] : 0u;
+        m = quant::absmax_combine(m, y);
+        q[u] = quantize_sat_fast(y, inv, qmax, o.stoch, w);
+      }
+      o.Q[r * o.row_bytes + b] = o.bits == 8 ? std::uint8_t(q[0]) : quant::pack4(q[0], q[1]);
+    }
+  }
+  m = block_absmax(m, smem);
+  if (threadIdx.x == 0) work[s] = m;
+}
+
+inline QSpmmPlan qspmm_plan(const QSpmmArgs& a) {
+  const int64_t C = a.X.C, D = C / a.H;
+  return plan_qspmm(a.A.M, a.A.nnz, C, a.A.max_degree, plan_cpl(a.X.bits, a.X.data, C, D), aligned16(a.Y));
+}
+
+// Partial maxima of an OUT launch: one per row-kernel block, then one per hub segment.
+inline int64_t qspmm_out_partials(const QSpmmPlan& plan) {
+  return plan.row_blocks * plan.col_blocks + (plan.hub.seg > 0 ? plan.hub.nsegments : 0);
+}
+
+template <int BITS, class I, Reduce R, class Acc, bool OUT>
 void launch_qspmm(const QSpmmArgs& a, cudaStream_t stream) {
   const int64_t C = a.X.C, D = C / a.H;
-  const QSpmmPlan plan = plan_qspmm(a.A.M, a.A.nnz, C, a.A.max_degree, plan_cpl(a.X.bits, a.X.data, C, D),
-                                    aligned16(a.Y));
+  const QSpmmPlan plan = qspmm_plan(a);
   check_grid("qspmm", {plan.row_blocks, plan.segment_blocks, plan.hub.combine_blocks(), plan.hub.map_blocks()},
              plan.col_blocks);
   QSpmmParams<I> p{static_cast<const I*>(a.A.rowptr), static_cast<const I*>(a.A.col),
                    a.W != nullptr ? a.W : static_cast<const float*>(a.A.val),
                    static_cast<const std::uint8_t*>(a.X.data), a.X.scale, a.Y, a.arg,
-                   a.A.M, C, a.X.row_bytes(), a.W != nullptr ? a.H : 1, D, a.identity_col, plan.y_vec};
-  using Cmb = QSpmmCombine<R, Acc>;
+                   a.A.M, C, a.X.row_bytes(), a.W != nullptr ? a.H : 1, D, a.identity_col, plan.y_vec,
+                   OUT ? qout_params(a.out, C) : QOutParams{}, OUT ? a.out.work : nullptr};
+  using Cmb = QSpmmCombine<R, Acc, OUT>;
   constexpr bool kArg = Reducer<Acc, R>::kHasArg;
   dispatch_cpl(plan.cpl, [&](auto c) {
     constexpr int CPL = decltype(c)::value;
     HubWorkspace ws;
     if (plan.hub.seg > 0) {
       const size_t slots = static_cast<size_t>(plan.hub.nsegments) * 2 * static_cast<size_t>(C);
-      ws.begin(plan.hub, slots * sizeof(Acc) + (kArg ? slots * sizeof(int64_t) : 0), p.rowptr, p.M, a.A.nnz,
+      const size_t hub_y = OUT ? static_cast<size_t>(plan.hub.nsegments) * static_cast<size_t>(C) : 0;
+      const size_t arg_bytes = kArg ? slots * sizeof(int64_t) : 0;
+      ws.begin(plan.hub, slots * sizeof(Acc) + arg_bytes + hub_y * sizeof(float), p.rowptr, p.M, a.A.nnz,
                a.A.max_degree, stream);
       Acc* wsv = ws.payload<Acc>();
       int64_t* wsa = kArg ? ws.payload<int64_t>(slots * sizeof(Acc)) : nullptr;
+      float* hy = OUT ? ws.payload<float>(slots * sizeof(Acc) + arg_bytes) : nullptr;
       const dim3 sgrid(static_cast<unsigned>(plan.segment_blocks), static_cast<unsigned>(plan.col_blocks));
       qspmm_segment_kernel<BITS, I, R, Acc, CPL><<<sgrid, QSpmmTuning::kBlockThreads, 0, stream>>>(
           p, plan.col_lanes, ws.geometry(), wsv, wsa);
       GS_LAUNCH_CHECK("qspmm_segment_kernel");
-      launch_hub_combine<Cmb>(plan.hub, p.rowptr, ws, typename Cmb::Params{wsv, wsa, p.scale, p.Y, p.arg, C},
-                              stream);
+      launch_hub_combine<Cmb>(plan.hub, p.rowptr, ws,
+                              typename Cmb::Params{wsv, wsa, p.scale, p.Y, OUT ? nullptr : p.arg, C, hy}, stream);
+      if constexpr (OUT) {
+        qspmm_hub_out_kernel<I><<<static_cast<unsigned>(plan.hub.nsegments), kHubOutThreads, 0,
+                                  stream>>>(p.rowptr, ws.geometry(), C, hy, p.out,
+                                            a.out.work + plan.row_blocks * plan.col_blocks);
+        GS_LAUNCH_CHECK("qspmm_hub_out_kernel");
+      }
     }
     const dim3 grid(static_cast<unsigned>(plan.row_blocks), static_cast<unsigned>(plan.col_blocks));
-    qspmm_row_kernel<BITS, I, R, Acc, CPL><<<grid, QSpmmTuning::kBlockThreads, 0, stream>>>(
+    qspmm_row_kernel<BITS, I, R, Acc, CPL, OUT><<<grid, QSpmmTuning::kBlockThreads, 0, stream>>>(
         p, plan.col_lanes, plan.edge_parts, plan.hub.row_limit());
     GS_LAUNCH_CHECK("qspmm_row_kernel");
     ws.end();
   });
+  if constexpr (OUT) launch_delayed_finish(a.out, qspmm_out_partials(plan), stream);
 }
 
 inline bool qspmm_has_work(const QSpmmArgs& a) {
   const CsrView& A = a.A;
   check_qview("qspmm", "X", a.X, false);
+  if (a.out.active() && a.arg != nullptr)
+    throw std::invalid_argument("gnnsparse cuda qspmm: no arg with a quantized output");
   if (A.M < 0 || A.K < 0 || A.nnz < 0 || a.H <= 0)
     throw std::invalid_argument("gnnsparse cuda qspmm: negative size or no heads");
   if (a.X.C % a.H != 0) throw std::invalid_argument("gnnsparse cuda qspmm: features not divisible by heads");
   if (a.A.val != nullptr && a.W != nullptr)
     throw std::invalid_argument("gnnsparse cuda qspmm: give edge values or per-head weights, not both");
   if (A.M == 0 || a.X.C == 0) return false;
-  if (A.rowptr == nullptr || a.Y == nullptr ||
+  if (A.rowptr == nullptr || (a.Y == nullptr && !a.out.active()) ||
       (A.nnz > 0 && ((!a.identity_col && A.col == nullptr) || a.X.data == nullptr || a.X.scale == nullptr)))
     throw std::invalid_argument("gnnsparse cuda qspmm: null pointer");
   return true;
@@ -287,7 +401,15 @@ void qspmm(const QSpmmArgs& a, cudaStream_t stream) {
   if (a.reduce != Reduce::sum && a.reduce != Reduce::mean && a.reduce != Reduce::max && a.reduce != Reduce::min)
     throw std::invalid_argument("gnnsparse cuda qspmm: reduction code " + std::to_string(int(a.reduce)) +
                                 " is not implemented for quantized inputs");
-  if (!qspmm_has_work(a)) return;
+  if (!qspmm_has_work(a)) {
+    if (a.out.active()) {  // nothing to aggregate: the scales still follow the contract
+      check_qout("qspmm", a.out, 0);
+      launch_delayed_finish(a.out, 0, stream);
+    }
+    return;
+  }
+  const bool out = a.out.active();
+  if (out) check_qout("qspmm", a.out, qspmm_out_partials(qspmm_plan(a)));
   // Unweighted messages are integers; int64 sums only when a row could overflow int32.
   const int64_t longest = a.A.max_degree >= 0 ? a.A.max_degree : a.A.nnz;
   const bool weighted = a.A.val != nullptr || a.W != nullptr;
@@ -298,17 +420,28 @@ void qspmm(const QSpmmArgs& a, cudaStream_t stream) {
       using I = typename decltype(it)::type;
       dispatch_reduce(a.reduce, [&](auto r) {
         constexpr Reduce R = decltype(r)::value;
+        auto go = [&](auto acc_tag) {
+          using Acc = typename decltype(acc_tag)::type;
+          if (out) launch_qspmm<B, I, R, Acc, true>(a, stream);
+          else launch_qspmm<B, I, R, Acc, false>(a, stream);
+        };
         if (weighted) {
-          launch_qspmm<B, I, R, float>(a, stream);
+          go(TypeTag<float>{});
         } else if constexpr (has_arg(R)) {  // max / min of integers never overflow
-          launch_qspmm<B, I, R, int32_t>(a, stream);
+          go(TypeTag<int32_t>{});
         } else {
-          if (wide) launch_qspmm<B, I, R, int64_t>(a, stream);
-          else launch_qspmm<B, I, R, int32_t>(a, stream);
+          if (wide) go(TypeTag<int64_t>{});
+          else go(TypeTag<int32_t>{});
         }
       });
     });
   });
+}
+
+std::int64_t qspmm_out_work(const QSpmmArgs& a) {
+  using namespace cuda_detail;
+  if (a.A.M <= 0 || a.X.C <= 0 || a.H <= 0 || a.X.C % a.H != 0) return 0;
+  return qspmm_out_partials(qspmm_plan(a));
 }
 
 }  // namespace gnnsparse::cuda

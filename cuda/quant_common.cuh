@@ -114,6 +114,144 @@ __device__ __forceinline__ int qdot_any(const QVec<BA, CPL>& a, const QVec<BB, C
   else return qdot_mixed<BA, BB, CPL>(a, b);
 }
 
+// ---- delayed-scale outputs (gnnsparse/quant.hpp, DELAYED SCALING) ---------------------------------
+// Block-wide absmax_combine of one float per thread (every thread of the block must call it;
+// blockDim.x a multiple of 32); the result is valid in thread 0.
+__device__ __forceinline__ float block_absmax(float v, float* smem) {
+  for (int o = 16; o > 0; o >>= 1) v = quant::absmax_combine(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;
+  if (lane == 0) smem[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < nw ? smem[lane] : 0.0f;
+    for (int o = 16; o > 0; o >>= 1) v = quant::absmax_combine(v, __shfl_xor_sync(0xffffffffu, v, o));
+  }
+  return v;
+}
+
+// quant::quantize_value_sat with conversion instructions (floor by __float2int_rd, rint by
+// __float2int_rn, exact for |v| <= qmax + 1): the same q bit for bit.
+__device__ __forceinline__ int quantize_sat_fast(float x, float inv, int qmax, bool stoch, std::uint32_t w) {
+  float v = __fmul_rn(x, inv);
+  const float lim = float(qmax + 1);
+  v = v != v ? 0.0f : fminf(fmaxf(v, -lim), lim);
+  int q;
+  if (stoch) {
+    const int fl = __float2int_rd(v);
+    const float f = v - __int2float_rn(fl);
+    q = quant::uniform24(w) < f ? fl + 1 : fl;
+  } else {
+    q = __float2int_rn(v);
+  }
+  return q > qmax ? qmax : (q < -qmax ? -qmax : q);
+}
+
+// What a kernel writing a delayed-scale output reads (from QOut).
+struct QOutParams {
+  std::uint8_t* __restrict__ Q;
+  const float* __restrict__ scale_in;
+  int64_t row_bytes;
+  int bits;
+  bool stoch;
+  bool vec;  // Q 16-byte aligned: a lane's CPL values go out in one store
+  std::uint64_t seed;
+};
+
+inline QOutParams qout_params(const QOut& o, int64_t C) {
+  return QOutParams{static_cast<std::uint8_t*>(o.Q), o.scale_in, o.bits == 4 ? (C + 1) / 2 : C, o.bits,
+                    o.rounding == Rounding::stochastic,
+                    reinterpret_cast<std::uintptr_t>(o.Q) % 16 == 0, o.seed};
+}
+
+// Quantizes CPL consecutive values y[0 .. CPL) of row `row` at columns c0 .. c0 + CPL - 1 (c0 a
+// multiple of CPL; CPL 4 or 16 only when C % CPL == 0) into q (values past C: 0). The random words
+// are those of flat elements row * C + c: one Philox call per 4 values when CPL >= 4.
+template <int CPL>
+__device__ __forceinline__ void quantize_run(const QOutParams& o, int64_t row, int64_t c0, int64_t C,
+                                             const float (&y)[CPL], int (&q)[CPL]) {
+  const float inv = __ldg(o.scale_in + 1);
+  const int qmax = o.bits == 4 ? 7 : 127;
+  const int64_t e0 = row * C + c0;
+  if constexpr (CPL >= 4) {
+#pragma unroll
+    for (int t = 0; t < CPL / 4; ++t) {
+      quant::Words4 w{{0u, 0u, 0u, 0u}};
+      if (o.stoch) w = quant::element_words(o.seed, std::uint64_t(e0 / 4 + t));
+#pragma unroll
+      for (int u = 0; u < 4; ++u) q[4 * t + u] = quantize_sat_fast(y[4 * t + u], inv, qmax, o.stoch, w.w[u]);
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < CPL; ++e) {
+      const int64_t el = e0 + e;
+      const std::uint32_t w = o.stoch ? quant::element_words(o.seed, std::uint64_t(el) >> 2).w[el & 3] : 0u;
+      q[e] = c0 + e < C ? quantize_sat_fast(y[e], inv, qmax, o.stoch, w) : 0;
+    }
+  }
+}
+
+// Stores q (see quantize_run) of row `row` at columns c0 ..; int4 with CPL 1 pairs each even
+// column with the next lane's value (`next`, from the caller's shuffle).
+template <int CPL>
+__device__ __forceinline__ void store_run(const QOutParams& o, int64_t row, int64_t c0, int64_t C,
+                                          const int (&q)[CPL], int next) {
+  std::uint8_t* r = o.Q + row * o.row_bytes;
+  if (o.bits == 8) {
+    if constexpr (CPL == 16) {
+      std::uint32_t w[4];
+#pragma unroll
+      for (int t = 0; t < 4; ++t)
+        w[t] = (std::uint32_t(q[4 * t]) & 0xFFu) | ((std::uint32_t(q[4 * t + 1]) & 0xFFu) << 8) |
+               ((std::uint32_t(q[4 * t + 2]) & 0xFFu) << 16) | ((std::uint32_t(q[4 * t + 3]) & 0xFFu) << 24);
+      if (o.vec) {
+        *reinterpret_cast<uint4*>(r + c0) = make_uint4(w[0], w[1], w[2], w[3]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 16; ++e) r[c0 + e] = std::uint8_t(q[e]);
+      }
+    } else if constexpr (CPL == 4) {
+      const std::uint32_t w = (std::uint32_t(q[0]) & 0xFFu) | ((std::uint32_t(q[1]) & 0xFFu) << 8) |
+                              ((std::uint32_t(q[2]) & 0xFFu) << 16) | ((std::uint32_t(q[3]) & 0xFFu) << 24);
+      if (o.vec) {
+        *reinterpret_cast<std::uint32_t*>(r + c0) = w;
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) r[c0 + e] = std::uint8_t(q[e]);
+      }
+    } else {
+      if (c0 < C) r[c0] = std::uint8_t(q[0]);
+    }
+  } else {
+    if constexpr (CPL >= 4) {
+      std::uint8_t b[CPL / 2];
+#pragma unroll
+      for (int t = 0; t < CPL / 2; ++t) b[t] = quant::pack4(q[2 * t], q[2 * t + 1]);
+      std::uint8_t* d = r + c0 / 2;
+      if (o.vec) {
+        if constexpr (CPL == 16) {
+          std::uint32_t w[2];
+#pragma unroll
+          for (int t = 0; t < 2; ++t)
+            w[t] = std::uint32_t(b[4 * t]) | (std::uint32_t(b[4 * t + 1]) << 8) |
+                   (std::uint32_t(b[4 * t + 2]) << 16) | (std::uint32_t(b[4 * t + 3]) << 24);
+          *reinterpret_cast<uint2*>(d) = make_uint2(w[0], w[1]);
+        } else {
+          *reinterpret_cast<unsigned short*>(d) = static_cast<unsigned short>(b[0] | (b[1] << 8));
+        }
+      } else {
+#pragma unroll
+        for (int t = 0; t < CPL / 2; ++t) d[t] = b[t];
+      }
+    } else {
+      if (c0 < C && (c0 & 1) == 0) r[c0 / 2] = quant::pack4(q[0], c0 + 1 < C ? next : 0);
+    }
+  }
+}
+
+// The fold of a delayed-scale output's partial maxima (work[0 .. P)) and its scales (quantize.cu).
+void launch_delayed_finish(const QOut& o, int64_t P, cudaStream_t stream);
+void check_qout(const char* op, const QOut& o, int64_t need_work);
+
 inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 // The widest CPL in {16, 4, 1} whose vectors are all aligned (see QVec) for features of width

@@ -21,18 +21,6 @@ namespace gnnsparse::cuda_detail {
 
 static_assert(QuantizeTuning::kScaleThreads >= kQuantizeWork, "one partial per scale thread");
 
-__device__ __forceinline__ float block_absmax(float v, float* smem) {
-  for (int o = 16; o > 0; o >>= 1) v = quant::absmax_combine(v, __shfl_xor_sync(0xffffffffu, v, o));
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;
-  if (lane == 0) smem[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    v = lane < nw ? smem[lane] : 0.0f;
-    for (int o = 16; o > 0; o >>= 1) v = quant::absmax_combine(v, __shfl_xor_sync(0xffffffffu, v, o));
-  }
-  return v;  // valid in thread 0
-}
-
 // Block b: elements [b * chunk, min(n, (b + 1) * chunk)); chunk is a multiple of 4 when vec.
 __global__ void __launch_bounds__(QuantizeTuning::kThreads)
 absmax_partial_kernel(const float* __restrict__ X, int64_t n, int64_t chunk, bool vec,
@@ -163,6 +151,132 @@ dequantize_kernel(const std::uint8_t* __restrict__ Q, const float* __restrict__ 
   }
 }
 
+// ---- delayed-scale outputs (gnnsparse/quant.hpp, DELAYED SCALING) ---------------------------------
+// One block folds the P partial maxima of a producer and writes the QTensor's scale, the next
+// step's scale and the statistics (quant::delayed_scales).
+__global__ void __launch_bounds__(QuantizeTuning::kScaleThreads)
+delayed_finish_kernel(const float* __restrict__ work, int64_t P, int qmax, const float* __restrict__ scale_in,
+                      float decay, float* __restrict__ scale, float* __restrict__ stats) {
+  __shared__ float smem[32];
+  constexpr int U = 8;  // loads in flight per thread (P is one partial per SpMM block: 10^5 and more)
+  float acc = 0.0f;
+  for (int64_t i0 = threadIdx.x; i0 < P; i0 += int64_t(U) * blockDim.x) {
+    float v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t i = i0 + int64_t(u) * blockDim.x;
+      v[u] = i < P ? __ldg(work + i) : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) acc = quant::absmax_combine(acc, v[u]);
+  }
+  acc = block_absmax(acc, smem);
+  if (threadIdx.x == 0) {
+    float cur[2], next[2], growth;
+    quant::delayed_scales(acc, qmax, scale_in[0], scale_in[1], decay, cur, next, growth);
+    scale[0] = cur[0];
+    scale[1] = cur[1];
+    scale[2] = next[0];
+    scale[3] = next[1];
+    if (stats != nullptr) {
+      if (growth > stats[0]) stats[0] = growth;  // NaN never wins
+      if (growth > 1.0f) stats[1] += 1.0f;
+    }
+  }
+}
+
+// y of element (r, c) of a requantization: the int8 GEMM's scale pass, bit for bit.
+__device__ __forceinline__ float requant_value(int acc, float sab) { return __fmul_rn(__int2float_rn(acc), sab); }
+
+// Requantize, quads (C % 4 == 0, ld % 4 == 0, acc 16-byte aligned, Q aligned to a quad's bytes):
+// block b owns quads [b * chunkq, ...), one thread a quad (one 16-byte load, one Philox call).
+template <int BITS>
+__global__ void __launch_bounds__(QuantizeTuning::kThreads)
+requant_quads_kernel(const int* __restrict__ acc, int64_t C, int64_t ld, int64_t nquads, int64_t chunkq,
+                     const float* __restrict__ sa, const float* __restrict__ sb, QOutParams o,
+                     float* __restrict__ work) {
+  constexpr int QMAX = quant::qmax_of(BITS);
+  __shared__ float smem[32];
+  const float sab = __fmul_rn(__ldg(sa), __ldg(sb));
+  const float inv = __ldg(o.scale_in + 1);
+  const int64_t lo = int64_t(blockIdx.x) * chunkq, hi = min(nquads, lo + chunkq);
+  float m = 0.0f;
+  for (int64_t g = lo + threadIdx.x; g < hi; g += blockDim.x) {
+    const int64_t e = 4 * g, r = e / C, c = e - r * C;
+    const int4 a = __ldcs(reinterpret_cast<const int4*>(acc + r * ld + c));
+    const float y[4] = {requant_value(a.x, sab), requant_value(a.y, sab), requant_value(a.z, sab),
+                        requant_value(a.w, sab)};
+    quant::Words4 w{{0u, 0u, 0u, 0u}};
+    if (o.stoch) w = quant::element_words(o.seed, std::uint64_t(g));
+    int q[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      m = quant::absmax_combine(m, y[u]);
+      q[u] = quantize_sat_fast(y[u], inv, QMAX, o.stoch, w.w[u]);
+    }
+    if constexpr (BITS == 8) {
+      reinterpret_cast<std::uint32_t*>(o.Q)[g] =
+          (std::uint32_t(q[0]) & 0xFFu) | ((std::uint32_t(q[1]) & 0xFFu) << 8) |
+          ((std::uint32_t(q[2]) & 0xFFu) << 16) | ((std::uint32_t(q[3]) & 0xFFu) << 24);
+    } else {
+      reinterpret_cast<unsigned short*>(o.Q)[g] =
+          static_cast<unsigned short>(quant::pack4(q[0], q[1]) | (quant::pack4(q[2], q[3]) << 8));
+    }
+  }
+  m = block_absmax(m, smem);
+  if (threadIdx.x == 0) work[blockIdx.x] = m;
+}
+
+// Requantize, any shape: block b owns output bytes [b * chunk, ...), one thread a byte.
+template <int BITS>
+__global__ void __launch_bounds__(QuantizeTuning::kThreads)
+requant_bytes_kernel(const int* __restrict__ acc, int64_t rows, int64_t C, int64_t ld, int64_t chunk,
+                     const float* __restrict__ sa, const float* __restrict__ sb, QOutParams o,
+                     float* __restrict__ work) {
+  constexpr int QMAX = quant::qmax_of(BITS);
+  __shared__ float smem[32];
+  const float sab = __fmul_rn(__ldg(sa), __ldg(sb));
+  const float inv = __ldg(o.scale_in + 1);
+  const int64_t total = rows * o.row_bytes;
+  const int64_t lo = int64_t(blockIdx.x) * chunk, hi = min(total, lo + chunk);
+  float m = 0.0f;
+  for (int64_t b = lo + threadIdx.x; b < hi; b += blockDim.x) {
+    const int64_t r = b / o.row_bytes, cb = b - r * o.row_bytes;
+    const int n = BITS == 8 ? 1 : (2 * cb + 1 < C ? 2 : 1);
+    const int64_t c0 = BITS == 8 ? cb : 2 * cb;
+    int q[2] = {0, 0};
+    for (int u = 0; u < n; ++u) {
+      const float y = requant_value(__ldg(acc + r * ld + c0 + u), sab);
+      const int64_t e = r * C + c0 + u;
+      const std::uint32_t w = o.stoch ? quant::element_words(o.seed, std::uint64_t(e) >> 2).w[e & 3] : 0u;
+      m = quant::absmax_combine(m, y);
+      q[u] = quantize_sat_fast(y, inv, QMAX, o.stoch, w);
+    }
+    o.Q[b] = BITS == 8 ? std::uint8_t(q[0]) : quant::pack4(q[0], q[1]);
+  }
+  m = block_absmax(m, smem);
+  if (threadIdx.x == 0) work[blockIdx.x] = m;
+}
+
+void launch_delayed_finish(const QOut& o, int64_t P, cudaStream_t stream) {
+  delayed_finish_kernel<<<1, QuantizeTuning::kScaleThreads, 0, stream>>>(o.work, P, quant::qmax_of(o.bits),
+                                                                          o.scale_in, o.decay, o.scale, o.stats);
+  GS_LAUNCH_CHECK("delayed_finish_kernel");
+}
+
+void check_qout(const char* op, const QOut& o, int64_t need_work) {
+  const std::string where = std::string("gnnsparse cuda ") + op + " (quantized output): ";
+  if (o.bits != 4 && o.bits != 8) throw std::invalid_argument(where + "bits must be 4 or 8, got " + std::to_string(o.bits));
+  if (o.rounding != Rounding::nearest && o.rounding != Rounding::stochastic)
+    throw std::invalid_argument(where + "unknown rounding code " + std::to_string(int(o.rounding)));
+  if (o.scale_in == nullptr || o.scale == nullptr || (need_work > 0 && o.work == nullptr))
+    throw std::invalid_argument(where + "null pointer");
+  if (!(o.decay >= 0.0f && o.decay < 1.0f)) throw std::invalid_argument(where + "decay must be in [0, 1)");
+  if (o.work_size < need_work)
+    throw std::invalid_argument(where + "work holds " + std::to_string(o.work_size) + " floats, the launch needs " +
+                                std::to_string(need_work));
+}
+
 inline unsigned grid_stride_blocks(int64_t work) {
   const int64_t b = (work + QuantizeTuning::kThreads - 1) / QuantizeTuning::kThreads;
   return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(b, int64_t(1) << 16)));
@@ -235,6 +349,40 @@ void dequantize(const DequantizeArgs& a, cudaStream_t stream) {
         static_cast<const std::uint8_t*>(a.X.data), a.X.scale, a.rows, a.X.C, a.X.row_bytes(), a.Y);
     GS_LAUNCH_CHECK("dequantize_kernel");
   });
+}
+
+void requantize(const RequantizeArgs& a, cudaStream_t stream) {
+  using namespace cuda_detail;
+  if (a.rows < 0 || a.C < 0 || a.ld < a.C) throw std::invalid_argument("gnnsparse cuda requantize: bad sizes");
+  check_qout("requantize", a.out, kQuantizeWork);
+  if (!a.out.active()) throw std::invalid_argument("gnnsparse cuda requantize: null pointer for Q");
+  const int64_t n = a.rows * a.C;
+  if (n > 0 && (a.acc == nullptr || a.sa == nullptr || a.sb == nullptr))
+    throw std::invalid_argument("gnnsparse cuda requantize: null pointer");
+  constexpr int T = QuantizeTuning::kThreads;
+  const QOutParams o = qout_params(a.out, a.C);
+  const bool quads = a.C % 4 == 0 && a.ld % 4 == 0 && aligned16(a.acc) &&
+                     reinterpret_cast<std::uintptr_t>(a.out.Q) % (a.out.bits == 8 ? 4 : 2) == 0;
+  const int64_t units = quads ? n / 4 : a.rows * o.row_bytes;
+  int64_t P = std::min<int64_t>(kQuantizeWork, (units + T * QuantizeTuning::kMinQuadsPerThread - 1) /
+                                                   (T * QuantizeTuning::kMinQuadsPerThread));
+  P = std::max<int64_t>(P, units > 0 ? 1 : 0);
+  const int64_t chunk = P > 0 ? (units + P - 1) / P : 0;
+  if (P > 0) {
+    dispatch_bits(a.out.bits, [&](auto bt) {
+      constexpr int B = decltype(bt)::value;
+      if (quads) {
+        requant_quads_kernel<B><<<static_cast<unsigned>(P), T, 0, stream>>>(a.acc, a.C, a.ld, units, chunk, a.sa,
+                                                                           a.sb, o, a.out.work);
+        GS_LAUNCH_CHECK("requant_quads_kernel");
+      } else {
+        requant_bytes_kernel<B><<<static_cast<unsigned>(P), T, 0, stream>>>(a.acc, a.rows, a.C, a.ld, chunk, a.sa,
+                                                                           a.sb, o, a.out.work);
+        GS_LAUNCH_CHECK("requant_bytes_kernel");
+      }
+    });
+  }
+  launch_delayed_finish(a.out, P, stream);
 }
 
 }  // namespace gnnsparse::cuda

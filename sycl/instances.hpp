@@ -46,10 +46,11 @@ enum class Kernel : std::uint8_t {
   esimd_quantize,      // esimd/quantize.hpp
   gatv2_scores_sg,    // gatv2.hpp
   gatv2_grad_sg,      // gatv2.hpp
+  quant_requantize,   // quant.hpp
   spmm_panel,         // panel.hpp (dense-ish inputs, row panels)
   esimd_spmm_panel,   // esimd/panel.hpp (dense-ish inputs, row panels staged in SLM)
 };
-inline constexpr int kKernelCount = 26;
+inline constexpr int kKernelCount = 27;
 
 struct KernelSpec {
   Kernel id;
@@ -67,8 +68,7 @@ inline constexpr KernelSpec kKernels[kKernelCount] = {
     {Kernel::spmm_narrow, "spmm.hpp", "gnnsparse::spmm_csr_narrow", 7,
      {A::dtype, A::itype, A::reduce, A::boolean, A::boolean, A::integer, A::integer}},  // T I R W ARG SG V
     {Kernel::sddmm_csr, "sddmm.hpp", "gnnsparse::sddmm_csr", 3, {A::dtype, A::itype, A::sddmm_op}},  // T I OP
-    {Kernel::sddmm_dot_sg, "sddmm.hpp", "gnnsparse::sddmm_dot_sg", 5,
-     {A::dtype, A::itype, A::integer, A::integer, A::boolean}},  // T I SG NF ONE_HEAD
+    {Kernel::sddmm_dot_sg, "sddmm.hpp", "gnnsparse::sddmm_dot_sg", 3, {A::dtype, A::itype, A::integer}},  // T I SG
     {Kernel::fusedmm_sg, "fusedmm.hpp", "gnnsparse::fusedmm_csr_sg", 7,
      {A::dtype, A::itype, A::sddmm_op, A::edge_fn, A::boolean, A::integer, A::integer}},  // T I OP EF W SG V
     {Kernel::esimd_sddmm, "esimd/sddmm.hpp", "gnnsparse::esimd::sddmm", 5,
@@ -101,6 +101,7 @@ inline constexpr KernelSpec kKernels[kKernelCount] = {
     {Kernel::gatv2_scores_sg, "gatv2.hpp", "gnnsparse::gatv2_scores_sg", 3, {A::dtype, A::itype, A::integer}},  // T I SG
     {Kernel::gatv2_grad_sg, "gatv2.hpp", "gnnsparse::gatv2_grad_sg", 4,
      {A::dtype, A::itype, A::integer, A::integer}},  // T I SG V
+    {Kernel::quant_requantize, "quant.hpp", "gnnsparse::quant_requantize", 1, {A::integer}},  // BITS
     {Kernel::spmm_panel, "panel.hpp", "gnnsparse::spmm_panel", 7,
      {A::dtype, A::itype, A::reduce, A::boolean, A::integer, A::integer, A::boolean}},  // T I R W SG V STAGE
     {Kernel::esimd_spmm_panel, "esimd/panel.hpp", "gnnsparse::esimd::spmm_panel", 4,

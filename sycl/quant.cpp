@@ -21,6 +21,30 @@ void check_bits(const char *op, int bits) {
                                 std::to_string(bits));
 }
 
+void check_qout(const char *op, const QOut &o, long need_work) {
+  const std::string where = std::string("gnnsparse sycl ") + op + " (quantized output): ";
+  if (o.bits != 4 && o.bits != 8) throw std::invalid_argument(where + "bits must be 4 or 8, got " + std::to_string(o.bits));
+  if (o.rounding != Rounding::nearest && o.rounding != Rounding::stochastic)
+    throw std::invalid_argument(where + "unknown rounding code " + std::to_string(int(o.rounding)));
+  if (o.scale_in == nullptr || o.scale == nullptr || (need_work > 0 && o.work == nullptr))
+    throw std::invalid_argument(where + "null pointer");
+  if (!(o.decay >= 0.0f && o.decay < 1.0f)) throw std::invalid_argument(where + "decay must be in [0, 1)");
+  if (o.work_size < need_work)
+    throw std::invalid_argument(where + "work holds " + std::to_string(o.work_size) + " floats, the launch needs " +
+                                std::to_string(need_work));
+}
+
+// The fold of a producer's P partial maxima into its scales (quant_scale with a previous scale).
+sycl::event delayed_finish(sycl::queue &q, const QOut &o, long P, const QDeps &deps) {
+  const DeviceCaps &caps = caps_of(q);
+  const long wg = quant_reduce_wg(caps);
+  Launch l;
+  l.inst = Instance::of(Kernel::quant_scale, pow2_arg(std::uint64_t(wg)));
+  l.local = l.global = std::size_t(wg);
+  return submit(q, l, deps, static_cast<const float *>(o.work), P, int(qmax_for_bits(o.bits)), o.scale,
+                o.scale_in, o.decay, o.stats);
+}
+
 }  // namespace
 
 sycl::event quantize(sycl::queue &q, const QuantizeArgs &a, const QDeps &deps) {
@@ -38,7 +62,7 @@ sycl::event quantize(sycl::queue &q, const QuantizeArgs &a, const QDeps &deps) {
     d = {ea ? *ea : submit(q, p.absmax, d, a.X, n, p.chunk, a.work)};
   }
   sycl::event e = submit(q, p.scale, d, static_cast<const float *>(a.work), long(p.P), int(qmax_for_bits(a.bits)),
-                         a.scale);
+                         a.scale, static_cast<const float *>(nullptr), 0.0f, static_cast<float *>(nullptr));
   if (n == 0) return e;
   if (caps.esimd)
     if (auto ee = esimd_quantize_pass(q, a, {e})) return *ee;
@@ -65,12 +89,43 @@ sycl::event qspmm(sycl::queue &q, const QSpmmArgs &a, const QDeps &deps) {
                                 " is not implemented for quantized inputs");
   if (a.A.M < 0 || a.A.nnz < 0 || a.X.C < 0 || a.H <= 0 || a.X.C % a.H != 0)
     throw std::invalid_argument("gnnsparse sycl qspmm: bad sizes");
-  if (a.A.M == 0 || a.X.C == 0) return q.ext_oneapi_submit_barrier(deps);
+  const QOut &o = a.out;
+  if (o.active() && a.arg != nullptr) throw std::invalid_argument("gnnsparse sycl qspmm: no arg with a quantized output");
+  if (a.A.M == 0 || a.X.C == 0) {
+    if (!o.active()) return q.ext_oneapi_submit_barrier(deps);
+    check_qout("qspmm", o, 0);  // nothing to aggregate: the scales still follow the contract
+    return delayed_finish(q, o, 0, deps);
+  }
   const Launch l = qspmm_launch(caps_of(q), a);
+  if (o.active()) check_qout("qspmm", o, qspmm_out_partials(l));
   const float *w = a.W != nullptr ? a.W : static_cast<const float *>(a.A.val);
-  return submit(q, l, deps, a.A.rowptr, a.A.col, w, static_cast<const unsigned char *>(a.X.data), a.X.scale, a.Y,
-                has_arg(a.reduce) ? a.arg : nullptr, long(a.A.M), long(a.X.C), long(a.X.row_bytes()),
-                long(a.W != nullptr ? a.H : 1), long(a.X.C / a.H), a.X.bits, a.identity_col ? 1 : 0, l.ntiles);
+  sycl::event e = submit(q, l, deps, a.A.rowptr, a.A.col, w, static_cast<const unsigned char *>(a.X.data), a.X.scale,
+                         a.Y, has_arg(a.reduce) ? a.arg : nullptr, long(a.A.M), long(a.X.C), long(a.X.row_bytes()),
+                         long(a.W != nullptr ? a.H : 1), long(a.X.C / a.H), a.X.bits, a.identity_col ? 1 : 0,
+                         l.ntiles, static_cast<unsigned char *>(o.Q), o.scale_in, o.work, o.bits,
+                         o.rounding == Rounding::stochastic ? 1 : 0, static_cast<unsigned long>(o.seed));
+  if (!o.active()) return e;
+  return delayed_finish(q, o, qspmm_out_partials(l), {e});
+}
+
+long qspmm_out_work(sycl::queue &q, const QSpmmArgs &a) {
+  if (a.A.M <= 0 || a.X.C <= 0 || a.H <= 0 || a.X.C % a.H != 0) return 0;
+  return qspmm_out_partials(qspmm_launch(caps_of(q), a));
+}
+
+sycl::event requantize(sycl::queue &q, const RequantizeArgs &a, const QDeps &deps) {
+  if (a.rows < 0 || a.C < 0 || a.ld < a.C) throw std::invalid_argument("gnnsparse sycl requantize: bad sizes");
+  check_qout("requantize", a.out, kQuantizeWork);
+  if (!a.out.active()) throw std::invalid_argument("gnnsparse sycl requantize: null pointer for Q");
+  if (a.rows * a.C > 0 && (a.acc == nullptr || a.sa == nullptr || a.sb == nullptr))
+    throw std::invalid_argument("gnnsparse sycl requantize: null pointer");
+  const RequantizePlan p = requantize_plan(caps_of(q), a);
+  if (p.P == 0) return delayed_finish(q, a.out, 0, deps);
+  const QOut &o = a.out;
+  sycl::event e = submit(q, p.pass, deps, static_cast<const int *>(a.acc), long(a.rows), long(a.C), long(a.ld),
+                         p.chunk, p.quads ? 1 : 0, a.sa, a.sb, o.scale_in, o.rounding == Rounding::stochastic ? 1 : 0,
+                         static_cast<unsigned long>(o.seed), static_cast<unsigned char *>(o.Q), o.work);
+  return delayed_finish(q, o, p.P, {e});
 }
 
 sycl::event qsddmm(sycl::queue &q, const QSddmmArgs &a, const QDeps &deps) {

@@ -17,6 +17,10 @@ using QDeps = std::vector<sycl::event>;
 sycl::event quantize(sycl::queue &q, const QuantizeArgs &a, const QDeps &deps);
 sycl::event dequantize(sycl::queue &q, const DequantizeArgs &a, const QDeps &deps);
 sycl::event qspmm(sycl::queue &q, const QSpmmArgs &a, const QDeps &deps);
+// Floats of work a qspmm with a quantized output (a.out active) needs: one per work-group.
+long qspmm_out_work(sycl::queue &q, const QSpmmArgs &a);
+// The int8 GEMM's scale pass with a quantized, delayed-scale output (work: kQuantizeWork floats).
+sycl::event requantize(sycl::queue &q, const RequantizeArgs &a, const QDeps &deps);
 sycl::event qsddmm(sycl::queue &q, const QSddmmArgs &a, const QDeps &deps);
 sycl::event qfusedmm(sycl::queue &q, const QFusedArgs &a, const QDeps &deps);
 

@@ -9,13 +9,15 @@
 //   quant_scale<WG>      one work-group folds the P partials into {s, 1 / s}
 //   quant_quantize<B>    a work-item per 4 elements (quads) or per output byte
 //   quant_dequantize<B>  a work-item per element
-//   qspmm_sg<I, SG, R, W>  a sub-group per (row, tile of SG * kQV columns); reduction R, weighted W
+//   quant_requantize<B>  P work-groups over the int8 GEMM's int32 output (delayed scale)
+//   qspmm_sg<I, SG, R, W>  a sub-group per (row, tile of SG * kQV columns); reduction R, weighted W;
+//                        with a quantized output, one partial absmax per work-group
 //   qsddmm_sg<I, SG>     a sub-group per (row, head)
 //   qfusedmm_sg<I, SG>   a sub-group per (row, head, tile of SG * kQV output columns)
 // Bits, the SDDMM op and the edge function are run-time arguments of these kernels; the quantized
 // SpMM is instantiated per reduction and weights (one edge loop per instance: the driver that
 // finishes the SPIR-V at first use compiled all eight in 1.5-2.6 s on the CPU device). The list:
-// 26 portable instances at one sub-group size, plus the 5 ESIMD quantizer instances
+// 28 portable instances at one sub-group size, plus the 5 ESIMD quantizer instances
 // (sycl/kernels/esimd/quantize.hpp) on Intel GPUs.
 #pragma once
 #include <algorithm>
@@ -99,6 +101,37 @@ inline Launch qspmm_launch(const DeviceCaps &c, const QSpmmArgs &a) {
   return l;
 }
 
+// With a quantized output (a.out active) the same launch writes one partial absmax per
+// work-group: global / local floats of work.
+inline long qspmm_out_partials(const Launch &l) { return long(l.global / l.local); }
+
+// requantize: P work-groups (at most kQuantizeWork, each a chunk of quads or output bytes; absent
+// when there is nothing to write), then quant_scale with the previous scale.
+struct RequantizePlan {
+  long units = 0;         // quads (quads) or output bytes
+  long P = 0, chunk = 0;  // work-groups and units per work-group
+  bool quads = false;     // C % 4 == 0 and ld % 4 == 0
+  Launch pass, scale;
+};
+
+inline RequantizePlan requantize_plan(const DeviceCaps &c, const RequantizeArgs &a) {
+  RequantizePlan p;
+  const long wg = quant_reduce_wg(c);
+  const long row_bytes = a.out.bits == 8 ? long(a.C) : long((a.C + 1) / 2);
+  p.quads = a.C % 4 == 0 && a.ld % 4 == 0;
+  p.units = p.quads ? long(a.rows * a.C / 4) : long(a.rows) * row_bytes;
+  const long per_group = wg * (kQuantMinPerItem / 4);
+  p.P = std::min<long>(kQuantizeWork, (p.units + per_group - 1) / per_group);
+  p.P = std::max<long>(p.P, p.units > 0 ? 1 : 0);
+  p.chunk = p.P > 0 ? (p.units + p.P - 1) / p.P : 0;
+  p.pass.inst = Instance::of(Kernel::quant_requantize, a.out.bits);
+  p.pass.local = std::size_t(wg);
+  p.pass.global = std::size_t(std::max<long>(p.P, 1) * wg);
+  p.scale.inst = Instance::of(Kernel::quant_scale, pow2_arg(std::uint64_t(wg)));
+  p.scale.local = p.scale.global = std::size_t(wg);
+  return p;
+}
+
 // Preconditions: M > 0, H > 0, nnz > 0.
 inline Launch qsddmm_launch(const DeviceCaps &c, const QSddmmArgs &a) {
   const int sg = int(c.preferred_sg);
@@ -130,7 +163,7 @@ inline Instance esimd_quantize_instance(int bits, Rounding r) {
 }
 
 // Every portable instance the functions above can return on a device of sub-group size sg with
-// max_work_group_size >= kQuantReduceWG: 26.
+// max_work_group_size >= kQuantReduceWG: 28.
 template <typename F>
 void for_each_quant_instance(int sg, F &&f) {
   const int wg = pow2_arg(kQuantReduceWG);
@@ -139,6 +172,7 @@ void for_each_quant_instance(int sg, F &&f) {
   for (int bits : {4, 8}) {
     f(Instance::of(Kernel::quant_quantize, bits));
     f(Instance::of(Kernel::quant_dequantize, bits));
+    f(Instance::of(Kernel::quant_requantize, bits));
   }
   for (IType i : {IType::i32, IType::i64}) {
     for (Reduce r : kQuantReduces)

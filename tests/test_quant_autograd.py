@@ -134,3 +134,167 @@ def test_seeded_runs_are_identical(device, rng):
 
     for a, b in zip(run(), run()):
         assert torch.equal(a, b)
+
+
+# ---------------------------------------------------------------- the fused layers' primitives
+def _dense_gcn(dense, x, W):
+    return dense @ (x @ W.t())
+
+
+def test_gcn_layer_over_steps(device, rng):
+    """gcn_layer against float32 autograd over several steps: from the second step on, q(h) is
+    written by the GEMM's scale pass and q(dh) by the SpMM's epilogue with delayed scales; inputs
+    and gradients grow by 2 % a step (the largest elements saturate, by at most that much: the
+    statistics count it) and the error stays at the int8 level."""
+    A, T, dense, _, _, _ = graph(rng, device, M=200, K=200, hub=300)
+    torch.manual_seed(7)
+    scales = qa.LayerScales(decay=0.0)
+    x0 = torch.randn(200, 24, device=device)
+    g0 = torch.randn(200, 16, device=device)
+    W = torch.randn(16, 24, device=device, requires_grad=True)
+    for step in range(4):
+        x = (x0 * 1.02 ** step).requires_grad_()
+        out = qa.gcn_layer(A, T, x, W, 8, scales)
+        g = g0 * 1.02 ** step + 0.01 * torch.randn_like(out)
+        W.grad = None
+        out.backward(g)
+        x2, W2 = leaf(x), leaf(W)
+        ref = _dense_gcn(dense, x2, W2)
+        ref.backward(g)
+        assert rel(out, ref) < BOUND[8], step
+        assert rel(x.grad, x2.grad) < BOUND[8] and rel(W.grad, W2.grad) < BOUND[8], step
+    st = scales.statistics()
+    assert st["h"]["steps"] == 4 and st["dh"]["steps"] == 4
+    assert st["h"]["saturated_steps"] == 3 and 1.0 < st["h"]["max_growth"] < 1.03
+    assert st["dh"]["saturated_steps"] >= 1 and st["dh"]["max_growth"] < 1.06
+
+
+def _count_quantize(monkeypatch, like):
+    """Counts the standalone quantize launches of like's backend."""
+    from gnnsparse._backends import backend_for
+
+    b = backend_for(like if device_kind(like) == "cuda" else like.numpy())
+    calls = []
+    orig = b.quantize
+
+    def counted(X, rows, C, *a, **k):
+        calls.append((rows, C))
+        return orig(X, rows, C, *a, **k)
+
+    monkeypatch.setattr(b, "quantize", counted)
+    return calls
+
+
+def device_kind(t):
+    return "cuda" if t.is_cuda else "cpu"
+
+
+@pytest.mark.parametrize("kind", ["gcn", "gat"])
+def test_no_quantize_pass_between_products(device, rng, monkeypatch, kind):
+    """From the second step on, the only standalone quantize launches of a quantized layer are
+    those of values no gnnsparse producer makes: the input x and the weight (forward), the
+    incoming gradient (backward), and GAT's per-node attention logits (N x heads, from a float32
+    GEMV) and their gradient. The projection q(x W^T) comes from the GEMM's scale pass and the
+    gradient the weight's GEMM reads from the SpMM's epilogue."""
+    from gnnsparse.quant import nn as qnn
+
+    torch.manual_seed(3)
+    N, F, H = 300, 32, 4
+    ei = torch.randint(0, N, (2, 2000), device=device)
+    x = torch.randn(N, F, device=device)
+    layer = (qnn.GCNConv(F, 16, bits=8) if kind == "gcn" else qnn.GATConv(F, 4, heads=H, bits=8)).to(device)
+    for _ in range(2):  # the first step calibrates the delayed scales
+        layer(x, ei).square().sum().backward()
+    calls = _count_quantize(monkeypatch, x)
+    y = layer(x, ei)
+    fwd = list(calls)
+    y.square().sum().backward()
+    bwd = calls[len(fwd):]
+    HC = 16
+    if kind == "gcn":
+        assert sorted(fwd) == sorted([(N, F), (16, F)]), fwd  # x, W
+        assert bwd == [(N, HC)], bwd                             # dout
+    else:
+        assert sorted(fwd) == sorted([(N, F), (HC, F), (N, H), (N, H)]), fwd  # x, W, a_src, a_dst
+        E = int((ei[0] != ei[1]).sum()) + N  # the edges with one self loop per node
+        assert sorted(bwd) == sorted([(N, HC), (E, H)]), bwd  # dout, d(logits) per edge
+    st = layer._scales.statistics()
+    assert all(v["steps"] == 3 for v in st.values()) and len(st) == 2
+
+
+def _saved(module, x, ei):
+    """{storage: (dtype, bytes, shape)} of what one forward saves for its backward."""
+    recs = []
+
+    def pack(t):
+        recs.append(t)
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        y = module(x, ei)
+    y.square().sum().backward()
+    out = {}
+    for t in recs:
+        out[t.untyped_storage().data_ptr()] = (t.dtype, t.untyped_storage().nbytes(), tuple(t.shape))
+    return out
+
+
+@pytest.mark.parametrize("kind", ["gcn", "gat"])
+def test_saved_tensors_stay_quantized(device, kind):
+    """What a quantized layer keeps for its backward (torch.autograd.graph.saved_tensors_hooks):
+    node-feature tensors only as int8 (no float32 copy alongside); GAT also keeps its attention
+    coefficients in float32 (one per edge and head, Tango's float32 softmax) and the logits' sign
+    as a boolean mask. Compared with the float32 layer of the same parameters."""
+    from gnnsparse.quant import nn as qnn
+    from gnnsparse.torch import nn as tnn
+
+    torch.manual_seed(5)
+    N, F, HC, H = 2000, 64, 64, 4
+    ei = torch.randint(0, N, (2, 20000), device=device)
+    x = torch.randn(N, F, device=device)
+    if kind == "gcn":
+        q, f = qnn.GCNConv(F, HC, bits=8).to(device), tnn.GCNConv(F, HC).to(device)
+    else:
+        q, f = qnn.GATConv(F, HC // H, heads=H, bits=8).to(device), tnn.GATConv(F, HC // H, heads=H).to(device)
+    f.load_state_dict(q.state_dict())
+    for m in (q, f):
+        _saved(m, x, ei)  # calibrate / warm up
+    sq, sf = _saved(q, x, ei), _saved(f, x, ei)
+    node_float = lambda s: sum(b for dt, b, shp in s.values() if dt.is_floating_point and shp[:1] == (N,))  # noqa: E731
+    assert node_float(sf) >= N * F * 4  # the float32 layer keeps float32 node features
+    assert node_float(sq) == 0, sq      # the quantized one none
+    q8 = sum(b for dt, b, shp in sq.values() if dt == torch.int8)
+    assert q8 >= N * F  # q(x) (and GAT's q(z))
+    if kind == "gat":
+        E = int((ei[0] != ei[1]).sum()) + N  # with one self loop per node
+        per_edge = [v for v in sq.values() if v[2][:1] == (E,) and v[0].is_floating_point]
+        assert [v[2] for v in per_edge] == [(E, H)], per_edge  # alpha, once
+        assert any(v[0] == torch.bool and v[2] == (E, H) for v in sq.values())  # the logits' sign
+    total = lambda s: sum(b for dt, b, shp in s.values() if dt.is_floating_point or dt in (torch.int8, torch.bool))  # noqa: E731
+    assert total(sq) < (0.3 if kind == "gcn" else 0.8) * total(sf), (total(sq), total(sf))
+
+
+def test_fused_layers_reproducible(device):
+    """Three seeded steps of the fused GCN and GAT layers (delayed scales after the first) are
+    bitwise equal run to run."""
+    from gnnsparse.quant import nn as qnn
+
+    ei = torch.randint(0, 200, (2, 1500), generator=torch.Generator().manual_seed(3)).to(device)
+    x = torch.randn(200, 32, generator=torch.Generator().manual_seed(4)).to(device)
+
+    def run(Layer, **kw):
+        torch.manual_seed(9)
+        layer = Layer(32, 8, bits=8, **kw).to(device)
+        opt = torch.optim.SGD(layer.parameters(), lr=0.1)
+        outs = []
+        for _ in range(3):
+            opt.zero_grad()
+            y = layer(x, ei)
+            y.square().mean().backward()
+            opt.step()
+            outs.append(y.detach().cpu())
+        return outs + [p.detach().cpu() for p in layer.parameters()]
+
+    for Layer, kw in ((qnn.GCNConv, {}), (qnn.GATConv, dict(heads=2))):
+        for a, b in zip(run(Layer, **kw), run(Layer, **kw)):
+            assert torch.equal(a, b)

@@ -106,3 +106,41 @@ def test_error_x_rule_matches_numpy():
         want = qmodel.error_x(h.numpy(), gs.dequantize(Q).numpy())
         assert errs[b] == pytest.approx(want, rel=1e-12)
     assert bits == min((b for b, e in errs.items() if e < 0.3), default=None)
+
+
+def test_train_compare_over_seeds(capsys):
+    """`train --quant --compare fp32 --seeds 3`: every model trained with three seeds (from the same
+    graph), the table shows mean +- std (worst), the comparison the per-seed accuracy ratio (mean
+    and worst seed), epoch times, and peak memory n/a on the CPU; the quantized runs report their
+    delayed scales. The first seed of the run is the run of --seed 0 alone (the graph is --seed's)."""
+    sycl_or_skip()
+    from gnnsparse import train as T
+
+    argv = ["--model", "gcn", "--quick", "--quant", "8", "--compare", "fp32", "--epochs", "3", "--device", "cpu",
+            "--plain"]
+    res = T.train(T.build_parser().parse_args(argv + ["--seeds", "3"]))
+    out = capsys.readouterr().out
+    assert [r.seed for r in res["gnnsparse"]] == [0, 1, 2] and [r.seed for r in res["quant"]] == [0, 1, 2]
+    assert "(3 seeds)" in out and "+-" in out
+    assert "over 3 seeds" in out and "worst seed" in out and "peak memory n/a (CPU)" in out
+    assert out.count("delayed scales") == 3 and "dh " in out and "h " in out
+    st = res["quant"][0].quant_scales
+    assert set(st) == {"h", "dh"} and st["h"]["steps"] == 6 and st["dh"]["steps"] == 3  # train + eval forwards
+    alone = T.train(T.build_parser().parse_args(argv))
+    assert alone["quant"][0].loss_bits == res["quant"][0].loss_bits
+    assert alone["gnnsparse"][0].loss_bits == res["gnnsparse"][0].loss_bits
+    assert res["quant"][1].loss_bits != res["quant"][0].loss_bits
+
+
+def test_train_compare_checks():
+    from gnnsparse import train as T
+    from gnnsparse._cli import UsageError
+
+    p = T.build_parser()
+    with pytest.raises(SystemExit):
+        p.parse_args(["--compare", "fp16"])
+    with pytest.raises(SystemExit):
+        p.parse_args(["--seeds", "0"])
+    args = p.parse_args(["--model", "gcn", "--nproc", "2", "--seeds", "2", "--quick", "--device", "cpu"])
+    with pytest.raises(UsageError, match="--seeds"):
+        T.train(args)

@@ -12,8 +12,12 @@ namespace gnnsparse::cuda {
 void quantize(const QuantizeArgs& a, cudaStream_t stream);
 // Y = s * q (float32).
 void dequantize(const DequantizeArgs& a, cudaStream_t stream);
-// Quantized SpMM, incidence SpMM (identity_col) and multi-head aggregation (W).
+// Quantized SpMM, incidence SpMM (identity_col) and multi-head aggregation (W); with a.out active
+// the output is written quantized with a delayed scale (a.out.work: qspmm_out_work(a) floats).
 void qspmm(const QSpmmArgs& a, cudaStream_t stream);
+std::int64_t qspmm_out_work(const QSpmmArgs& a);
+// The int8 GEMM's scale pass writing its output quantized with a delayed scale (work: kQuantizeWork).
+void requantize(const RequantizeArgs& a, cudaStream_t stream);
 // Quantized SDDMM dot / add.
 void qsddmm(const QSddmmArgs& a, cudaStream_t stream);
 // Quantized FusedMM.

@@ -23,6 +23,27 @@
 // scale from the partials (one block), the quantization (reading the scale on the device).
 // DEQUANTIZE: Y = s * q in float32.
 //
+// DELAYED SCALING (a producer that writes its output quantized: QOut). A per-tensor scale needs
+// max|Y| before the first element is written, which a producer (an SpMM writing Y row by row, the
+// scale pass of an int8 GEMM) does not have. It quantizes with the scale of the previous step
+// instead, `scale_in` = {s, inv} (as FP8 training does), and finds this output's absmax as a
+// by-product for the next step:
+//   q = quantize_value_sat(y, inv_in, ...) at flat index e = row * C + c (the element index a
+//       quantize of the float32 Y would use: the same Philox words, so with scale_in equal to Y's
+//       own scale the bits equal quantize(Y) exactly); v = y * inv_in saturates at +-(qmax + 1)
+//       (elements beyond the old absmax are clamped to +-qmax), NaN gives 0;
+//   absmax of Y: per-block partial maxima in `work` (no atomics), folded by one more launch that
+//       writes scale[0..1] = the QTensor's scale (scale_in's values; {NaN, 0} when Y held NaN or
+//       +-inf), scale[2..3] = {s, inv} of max(Y's absmax, decay times scale_in's absmax) (the next
+//       step's scale_in: a peak hold, so a fluctuating absmax saturates less often), and, when
+//       `stats` is given, stats[0] = max(stats[0], growth), stats[1] += (growth > 1), growth =
+//       s_next / s_in (> 1: some elements were clamped; see quant_math.hpp delayed_scales).
+// y itself is the op's float32 output bit for bit (the same accumulation), so the quantized
+// output equals the model's quantize_sat of the float32 output. Work sizes: qspmm_out_work (the
+// SpMM's blocks and hub segments), kQuantizeWork for requantize.
+// REQUANTIZE (the int8 GEMM's scale pass, producing the next op's input): y = fl32(fl32(sa[0] *
+//   sb[0]) * fl32(acc)) from int32 accumulators (rows x ld, C columns used), then as above.
+//
 // QUANTIZED OPS read integers and dequantize on the fly; outputs are float32. Indices, CSR
 // semantics, empty rows, ties and NaN rules are those of gnnsparse/ops.hpp. Accumulation:
 //   SpMM, no edge weights: the integers are summed exactly, in int32 while the longest row times
@@ -103,6 +124,28 @@ struct DequantizeArgs {
   float *Y = nullptr;  // rows x C
 };
 
+// A producer's quantized output with a delayed scale (DELAYED SCALING above).
+struct QOut {
+  void *Q = nullptr;                // rows x row_bytes, written; nullptr: the op writes float32
+  int bits = 8;
+  Rounding rounding = Rounding::stochastic;
+  std::uint64_t seed = 0;
+  const float *scale_in = nullptr;  // {s, inv} to quantize with (the previous step's scale[2..3])
+  float *scale = nullptr;           // 4 floats, written: the QTensor's {s, inv}, then the next {s, inv}
+  float *stats = nullptr;           // 2 floats, updated (max growth, saturated steps), or nullptr
+  float decay = 0.0f;               // peak hold of the next scale (quant_math.hpp delayed_scales)
+  float *work = nullptr;            // partial maxima
+  std::int64_t work_size = 0;       // floats in work (checked against what the launch needs)
+  bool active() const { return Q != nullptr; }
+};
+
+struct RequantizeArgs {
+  const std::int32_t *acc = nullptr;  // rows x ld int32 accumulators, columns [0, C) used
+  std::int64_t rows = 0, C = 0, ld = 0;
+  const float *sa = nullptr, *sb = nullptr;  // y = fl32(fl32(sa[0] * sb[0]) * fl32(acc))
+  QOut out;                                  // work: kQuantizeWork floats
+};
+
 struct QSpmmArgs {
   CsrView A;                 // val: float32 edge weights or nullptr
   QView X;                   // K x C (identity_col: nnz x C)
@@ -110,8 +153,9 @@ struct QSpmmArgs {
   const float *W = nullptr;  // nnz x H per-head edge weights (then A.val is ignored), or nullptr
   std::int64_t H = 1;        // heads: column c belongs to head c / (C / H); C % H == 0
   bool identity_col = false; // col[k] = k (incidence SpMM; A.col unused)
-  float *Y = nullptr;        // M x C
-  std::int64_t *arg = nullptr;  // M x C, or nullptr; max / min only
+  float *Y = nullptr;        // M x C (unused when out is active)
+  std::int64_t *arg = nullptr;  // M x C, or nullptr; max / min only (not with out)
+  QOut out;                  // active: Y is written quantized with a delayed scale instead
 };
 
 struct QSddmmArgs {

@@ -3,7 +3,12 @@
 //
 //   quantize  (exec, X, rows, C, bits, rounding, seed, Q, scale, work)
 //   dequantize(exec, Q, scale, bits, rows, C, Y)
-//   qspmm     (exec, A, X, x_scale, x_bits, C, reduce, W, H, identity_col, Y, arg)
+//   qspmm     (exec, A, X, x_scale, x_bits, C, reduce, W, H, identity_col, Y, arg[, out_q, out_bits,
+//              out_rounding, out_seed, out_scale_in, out_scale, out_stats, out_decay, out_work,
+//              out_work_size])
+//   qspmm_out_work(exec, A, X, x_scale, x_bits, C, reduce, W, H, identity_col, out_bits) -> floats
+//   requantize(exec, acc, rows, C, ld, sa, sb, out_q, out_bits, out_rounding, out_seed,
+//              out_scale_in, out_scale, out_stats, out_decay, out_work)
 //   qsddmm    (exec, A, op, X, x_scale, x_bits, Y, y_scale, y_bits, H, F, E)
 //   qfusedmm  (exec, A, op, edge, slope, X, x_scale, x_bits, Y, y_scale, y_bits,
 //              Z, z_scale, z_bits, H, F, D, out, E)
@@ -28,8 +33,25 @@ inline QView qview(addr data, addr scale, int bits, std::int64_t C) {
   return QView{cptr(data), reinterpret_cast<const float *>(scale), bits, C};
 }
 
-// Backend: `using Exec = ...;` and static quantize / dequantize / qspmm / qsddmm / qfusedmm
-// (Exec&, const XxxArgs&) that release the GIL around the launch.
+// A delayed-scale quantized output (gnnsparse/quant.hpp QOut); out_q == 0: none.
+inline QOut qout(addr q, int bits, int rounding, std::uint64_t seed, addr scale_in, addr scale, addr stats,
+                 double decay, addr work, std::int64_t work_size) {
+  QOut o;
+  o.Q = mptr(q);
+  o.bits = bits;
+  o.rounding = Rounding(rounding);
+  o.seed = seed;
+  o.scale_in = reinterpret_cast<const float *>(scale_in);
+  o.scale = static_cast<float *>(mptr(scale));
+  o.stats = static_cast<float *>(mptr(stats));
+  o.decay = float(decay);
+  o.work = static_cast<float *>(mptr(work));
+  o.work_size = work_size;
+  return o;
+}
+
+// Backend: `using Exec = ...;` and static quantize / dequantize / qspmm / qsddmm / qfusedmm /
+// requantize (Exec&, const XxxArgs&) that release the GIL around the launch, and qspmm_out_work.
 template <class Backend>
 void bind_quant(py::module_ &m) {
   using Exec = typename Backend::Exec;
@@ -54,7 +76,9 @@ void bind_quant(py::module_ &m) {
   m.def(
       "qspmm",
       [](Exec exec, const CsrView &A, addr X, addr xs, int xbits, std::int64_t C, int reduce, addr W, std::int64_t H,
-         bool identity_col, addr Y, addr arg) {
+         bool identity_col, addr Y, addr arg, addr out_q, int out_bits, int out_rounding, std::uint64_t out_seed,
+         addr out_scale_in, addr out_scale, addr out_stats, double out_decay, addr out_work,
+         std::int64_t out_work_size) {
         const QSpmmArgs a{A,
                           qview(X, xs, xbits, C),
                           Reduce(reduce),
@@ -62,11 +86,41 @@ void bind_quant(py::module_ &m) {
                           H,
                           identity_col,
                           static_cast<float *>(mptr(Y)),
-                          static_cast<std::int64_t *>(mptr(arg))};
+                          static_cast<std::int64_t *>(mptr(arg)),
+                          qout(out_q, out_bits, out_rounding, out_seed, out_scale_in, out_scale, out_stats, out_decay,
+                               out_work, out_work_size)};
         return Backend::qspmm(exec, a);
       },
       py::arg("exec"), py::arg("A"), py::arg("X"), py::arg("x_scale"), py::arg("x_bits"), py::arg("C"),
-      py::arg("reduce"), py::arg("W"), py::arg("H"), py::arg("identity_col"), py::arg("Y"), py::arg("arg"));
+      py::arg("reduce"), py::arg("W"), py::arg("H"), py::arg("identity_col"), py::arg("Y"), py::arg("arg"),
+      py::arg("out_q") = addr(0), py::arg("out_bits") = 8, py::arg("out_rounding") = 1,
+      py::arg("out_seed") = std::uint64_t(0), py::arg("out_scale_in") = addr(0), py::arg("out_scale") = addr(0),
+      py::arg("out_stats") = addr(0), py::arg("out_decay") = 0.0, py::arg("out_work") = addr(0),
+      py::arg("out_work_size") = std::int64_t(0));
+  m.def(
+      "qspmm_out_work",
+      [](Exec exec, const CsrView &A, addr X, addr xs, int xbits, std::int64_t C, int reduce, addr W, std::int64_t H,
+         bool identity_col, int out_bits) {
+        QSpmmArgs a{A, qview(X, xs, xbits, C), Reduce(reduce), static_cast<const float *>(cptr(W)), H, identity_col};
+        a.out.bits = out_bits;
+        return Backend::qspmm_out_work(exec, a);
+      },
+      py::arg("exec"), py::arg("A"), py::arg("X"), py::arg("x_scale"), py::arg("x_bits"), py::arg("C"),
+      py::arg("reduce"), py::arg("W"), py::arg("H"), py::arg("identity_col"), py::arg("out_bits"));
+  m.def(
+      "requantize",
+      [](Exec exec, addr acc, std::int64_t rows, std::int64_t C, std::int64_t ld, addr sa, addr sb, addr out_q,
+         int out_bits, int out_rounding, std::uint64_t out_seed, addr out_scale_in, addr out_scale, addr out_stats,
+         double out_decay, addr out_work) {
+        const RequantizeArgs a{static_cast<const std::int32_t *>(cptr(acc)), rows, C, ld,
+                               static_cast<const float *>(cptr(sa)), static_cast<const float *>(cptr(sb)),
+                               qout(out_q, out_bits, out_rounding, out_seed, out_scale_in, out_scale, out_stats,
+                                    out_decay, out_work, kQuantizeWork)};
+        return Backend::requantize(exec, a);
+      },
+      py::arg("exec"), py::arg("acc"), py::arg("rows"), py::arg("C"), py::arg("ld"), py::arg("sa"), py::arg("sb"),
+      py::arg("out_q"), py::arg("out_bits"), py::arg("out_rounding"), py::arg("out_seed"), py::arg("out_scale_in"),
+      py::arg("out_scale"), py::arg("out_stats"), py::arg("out_decay"), py::arg("out_work"));
   m.def(
       "qsddmm",
       [](Exec exec, const CsrView &A, int op, addr X, addr xs, int xbits, addr Y, addr ys, int ybits, std::int64_t H,

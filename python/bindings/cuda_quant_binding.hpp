@@ -25,6 +25,11 @@ struct CudaQuantBackend {
     py::gil_scoped_release nogil;
     cuda::qspmm(a, stream(s));
   }
+  static std::int64_t qspmm_out_work(Exec &, const QSpmmArgs &a) { return cuda::qspmm_out_work(a); }
+  static void requantize(Exec &s, const RequantizeArgs &a) {
+    py::gil_scoped_release nogil;
+    cuda::requantize(a, stream(s));
+  }
   static void qsddmm(Exec &s, const QSddmmArgs &a) {
     py::gil_scoped_release nogil;
     cuda::qsddmm(a, stream(s));

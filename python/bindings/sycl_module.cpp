@@ -216,6 +216,13 @@ PYBIND11_MODULE(_sycl, m) {
                       if (p.n > 0) check(p.quantize.inst);
                       check(rt::esimd_quant_absmax_instance());  // sycl/esimd_quant.cpp
                       check(rt::esimd_quantize_instance(bits, r));
+                      gnnsparse::RequantizeArgs ra;  // the int8 GEMM's delayed-scale scale pass
+                      ra.rows = rows;
+                      ra.C = ra.ld = C;
+                      ra.out.bits = bits;
+                      const rt::RequantizePlan rp = rt::requantize_plan(caps, ra);
+                      if (rp.P > 0) check(rp.pass.inst);
+                      check(rp.scale.inst);
                     }
                     if (rows == 0 || C == 0) continue;
                     gnnsparse::QView X{&dummy, reinterpret_cast<const float *>(&dummy), bits, C};

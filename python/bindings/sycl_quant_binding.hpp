@@ -47,6 +47,10 @@ struct SyclQuantBackend {
   static sycl::event qspmm(Exec &x, const QSpmmArgs &a) {
     return run([&] { return sycl_rt::qspmm(x.first, a, x.second); });
   }
+  static std::int64_t qspmm_out_work(Exec &x, const QSpmmArgs &a) { return sycl_rt::qspmm_out_work(x.first, a); }
+  static sycl::event requantize(Exec &x, const RequantizeArgs &a) {
+    return run([&] { return sycl_rt::requantize(x.first, a, x.second); });
+  }
   static sycl::event qsddmm(Exec &x, const QSddmmArgs &a) {
     return run([&] { return sycl_rt::qsddmm(x.first, a, x.second); });
   }

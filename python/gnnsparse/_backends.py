@@ -83,7 +83,13 @@ class Backend(Protocol):
     def dequantize(self, Q, scale, bits: int, rows: int, C: int): ...
 
     def qspmm(self, A, X, xs, bits: int, C: int, M: int, reduce: int, W, H: int, identity_col: bool,
-              want_arg: bool): ...
+              want_arg: bool, out=None):
+        """(Y, arg); with `out` (bits, rounding, seed, scale_in, stats: a delayed-scale quantized
+        output, gnnsparse/quant.hpp) (Q, scale[4]) instead."""
+
+    def requantize(self, acc, rows: int, C: int, ld: int, sa, sb, out):
+        """(Q, scale[4]): the int8 GEMM's int32 output acc (rows x ld) times sa[0] sb[0], quantized
+        with a delayed scale (out as for qspmm)."""
 
     def qsddmm(self, A, X, xs, xbits: int, Y, ys, ybits: int, nnz: int, H: int, F: int, op: int): ...
 

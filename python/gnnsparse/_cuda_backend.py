@@ -222,13 +222,33 @@ class CudaBackend:
         _launch(run, _ext.dequantize, run.addr(Q), run.addr(scale), bits, rows, C, run.addr(Y))
         return Y
 
-    def qspmm(self, A, X, xs, bits, C, M, reduce, W, H, identity_col, want_arg):
+    def qspmm(self, A, X, xs, bits, C, M, reduce, W, H, identity_col, want_arg, out=None):
         run = _run(X)
+        if out is not None:  # quantized output, delayed scale: (Q, scale[4])
+            Q = _empty_as(run, (M, C if out.bits == 8 else (C + 1) // 2), "int8" if out.bits == 8 else "uint8")
+            scale = _empty_as(run, (4,), "float32")
+            n = _launch(run, _ext.qspmm_out_work, A, run.addr(X), run.addr(xs), bits, C, reduce, run.addr(W), H,
+                        identity_col, out.bits)
+            work = _empty_as(run, (max(n, 1),), "float32")
+            _launch(run, _ext.qspmm, A, run.addr(X), run.addr(xs), bits, C, reduce, run.addr(W), H, identity_col, 0, 0,
+                    run.addr(Q), out.bits, out.rounding, out.seed, run.addr(out.scale_in), run.addr(scale),
+                    run.addr(out.stats), out.decay, run.addr(work), n)
+            return Q, scale
         Y = _empty_as(run, (M, C), "float32")
         arg = _empty_as(run, (M, C), "int64") if want_arg else None
         _launch(run, _ext.qspmm, A, run.addr(X), run.addr(xs), bits, C, reduce, run.addr(W), H, identity_col,
                 run.addr(Y), run.addr(arg))
         return Y, arg
+
+    def requantize(self, acc, rows, C, ld, sa, sb, out):
+        run = _run(acc)
+        Q = _empty_as(run, (rows, C if out.bits == 8 else (C + 1) // 2), "int8" if out.bits == 8 else "uint8")
+        scale = _empty_as(run, (4,), "float32")
+        work = _empty_as(run, (_ext.QUANTIZE_WORK,), "float32")
+        _launch(run, _ext.requantize, run.addr(acc), rows, C, ld, run.addr(sa), run.addr(sb), run.addr(Q), out.bits,
+                out.rounding, out.seed, run.addr(out.scale_in), run.addr(scale), run.addr(out.stats), out.decay,
+                run.addr(work))
+        return Q, scale
 
     def qsddmm(self, A, X, xs, xbits, Y, ys, ybits, nnz, H, F, op):
         run = _run(X)

@@ -214,13 +214,40 @@ class SyclBackend:
         ev = _ext().dequantize(c.exec(), c.addr(Q), c.addr(scale), bits, rows, C, _addr(Y))
         return c.finish(ev, None, Y)[0]
 
-    def qspmm(self, A, X, xs, bits, C, M, reduce, W, H, identity_col, want_arg):
+    def qspmm(self, A, X, xs, bits, C, M, reduce, W, H, identity_col, want_arg, out=None):
         c = _Call(self, X)
+        if out is not None:  # quantized output, delayed scale: (Q, scale[4])
+            Q = c.empty((M, C if out.bits == 8 else (C + 1) // 2), np.int8 if out.bits == 8 else np.uint8)
+            scale = c.empty((4,), np.float32)
+            wa = 0 if W is None else c.addr(W)
+            n = _ext().qspmm_out_work(c.exec(), A, c.addr(X), c.addr(xs), bits, C, reduce, wa, H, identity_col,
+                                      out.bits)
+            work = c.empty((max(n, 1),), np.float32)
+            stats, back = _inout(c, out.stats)
+            ev = _ext().qspmm(c.exec(), A, c.addr(X), c.addr(xs), bits, C, reduce, wa, H, identity_col, 0, 0,
+                              _addr(Q), out.bits, out.rounding, out.seed, c.addr(out.scale_in), _addr(scale), stats,
+                              out.decay, _addr(work), n)
+            Q, scale, _ = c.finish(ev, A, Q, scale, work)
+            back()
+            return Q, scale
         Y = c.empty((M, C), np.float32)
         arg = c.empty((M, C), np.int64) if want_arg else None
         ev = _ext().qspmm(c.exec(), A, c.addr(X), c.addr(xs), bits, C, reduce, 0 if W is None else c.addr(W), H,
                           identity_col, _addr(Y), 0 if arg is None else _addr(arg))
         return c.finish(ev, A, Y, arg)
+
+    def requantize(self, acc, rows, C, ld, sa, sb, out):
+        c = _Call(self, acc)
+        Q = c.empty((rows, C if out.bits == 8 else (C + 1) // 2), np.int8 if out.bits == 8 else np.uint8)
+        scale = c.empty((4,), np.float32)
+        work = c.empty((_ext().QUANTIZE_WORK,), np.float32)
+        stats, back = _inout(c, out.stats)
+        ev = _ext().requantize(c.exec(), c.addr(acc), rows, C, ld, c.addr(sa), c.addr(sb), _addr(Q), out.bits,
+                               out.rounding, out.seed, c.addr(out.scale_in), _addr(scale), stats, out.decay,
+                               _addr(work))
+        Q, scale, _ = c.finish(ev, None, Q, scale, work)
+        back()
+        return Q, scale
 
     def qsddmm(self, A, X, xs, xbits, Y, ys, ybits, nnz, H, F, op):
         c = _Call(self, X)
@@ -239,6 +266,22 @@ class SyclBackend:
 
 
 _address = _core.address
+
+
+def _inout(c, a):
+    """(address, copy_back) of an array a kernel updates in place (a delayed scale's statistics):
+    NumPy staged through shared USM on a device that cannot read host memory is copied back once
+    the call has finished."""
+    if a is None:
+        return 0, lambda: None
+    if c.usm is None and isinstance(a, np.ndarray):
+        staged = _dpnp().asarray(a, usm_type="shared", sycl_queue=c.queue)
+
+        def back():
+            a[...] = staged.asnumpy()
+
+        return _addr(staged), back
+    return c.addr(a), lambda: None
 
 
 def _addr(a) -> int:

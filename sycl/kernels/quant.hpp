@@ -7,6 +7,8 @@
 //                        words are exactly those elements' words); otherwise a work-item per
 //                        output byte (one Philox call per element)
 //   quant_dequantize<B>  a work-item per element: Y = s * q
+//   quant_requantize<B>  the int8 GEMM's scale pass writing B-bit values with a delayed scale
+//                        (quant_scale with a previous scale folds its partials)
 // The absmax reduction runs on keys (|x|, or +inf for NaN / +-inf) with sycl::maximum, which is
 // exact in any order; a +inf result means "not finite" (s = NaN). Nothing is ever read back to
 // the host.
@@ -46,9 +48,12 @@ void quant_absmax(const float *X, long n, long chunk, float *work) {
   if (l == 0) work[g] = acc;
 }
 
+// prev == nullptr: scale = {s, inv} of the absmax. prev = {s, inv} a producer quantized with
+// (DELAYED SCALING): scale[0..3] = the QTensor's scale and the next step's (peak hold `decay`),
+// stats (if not null) updated (quant::delayed_scales).
 template <int WG>
 SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))
-void quant_scale(const float *work, long P, int qmax, float *scale) {
+void quant_scale(const float *work, long P, int qmax, float *scale, const float *prev, float decay, float *stats) {
   const auto it = sycl::ext::oneapi::this_work_item::get_nd_item<1>();
   const long l = long(it.get_local_id(0));
   float acc = 0.0f;
@@ -56,11 +61,81 @@ void quant_scale(const float *work, long P, int qmax, float *scale) {
   acc = sycl::reduce_over_group(it.get_group(), acc, sycl::maximum<float>());
   if (l == 0) {
     const float absmax = acc <= std::numeric_limits<float>::max() ? acc : std::numeric_limits<float>::quiet_NaN();
-    float s, inv;
-    quant::scales_from_absmax(absmax, qmax, s, inv);
-    scale[0] = s;
-    scale[1] = inv;
+    if (prev == nullptr) {
+      float s, inv;
+      quant::scales_from_absmax(absmax, qmax, s, inv);
+      scale[0] = s;
+      scale[1] = inv;
+    } else {
+      float cur[2], next[2], growth;
+      quant::delayed_scales(absmax, qmax, prev[0], prev[1], decay, cur, next, growth);
+      scale[0] = cur[0];
+      scale[1] = cur[1];
+      scale[2] = next[0];
+      scale[3] = next[1];
+      if (stats != nullptr) {
+        if (growth > stats[0]) stats[0] = growth;  // NaN never wins
+        if (growth > 1.0f) stats[1] += 1.0f;
+      }
+    }
   }
+}
+
+// The int8 GEMM's scale pass writing its output quantized with a delayed scale (DELAYED SCALING):
+// y = fl32(fl32(sa[0] sb[0]) * fl32(acc)) for acc (rows x ld int32, C columns used), quantized
+// with scale_in (saturating) into Q. Work-group g owns units [g * chunk, ...): quads of 4
+// consecutive elements (quads != 0: C % 4 == 0 and ld % 4 == 0; one Philox call, 4 or 2 bytes out)
+// or output bytes; it leaves the absmax key of its values in work[g].
+template <int BITS>
+SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))
+void quant_requantize(const int *acc, long rows, long C, long ld, long chunk, int quads, const float *sa,
+                      const float *sb, const float *scale_in, int stochastic, unsigned long seed, unsigned char *Q,
+                      float *work) {
+  constexpr int QMAX = quant::qmax_of(BITS);
+  const auto it = sycl::ext::oneapi::this_work_item::get_nd_item<1>();
+  const long g = long(it.get_group(0)), l = long(it.get_local_id(0)), L = long(it.get_local_range(0));
+  const float sab = sa[0] * sb[0];
+  const float inv = scale_in[1];
+  const long row_bytes = BITS == 8 ? C : (C + 1) / 2;
+  const long units = quads ? rows * C / 4 : rows * row_bytes;
+  const long lo = g * chunk, hi = sycl::min(units, lo + chunk);
+  float m = 0.0f;
+  for (long u = lo + l; u < hi; u += L) {
+    if (quads) {
+      const long e = 4 * u, r = e / C, c = e - r * C;
+      quant::Words4 w{{0u, 0u, 0u, 0u}};
+      if (stochastic) w = quant::element_words(seed, std::uint64_t(u));
+      int q[4];
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        const float y = float(acc[r * ld + c + t]) * sab;
+        m = sycl::fmax(m, absmax_key(y));
+        q[t] = quant::quantize_value_sat(y, inv, QMAX, stochastic != 0, w.w[t]);
+      }
+      if constexpr (BITS == 8) {
+#pragma unroll
+        for (int t = 0; t < 4; ++t) Q[e + t] = static_cast<unsigned char>(q[t]);
+      } else {
+        Q[2 * u] = quant::pack4(q[0], q[1]);
+        Q[2 * u + 1] = quant::pack4(q[2], q[3]);
+      }
+    } else {
+      const long r = u / row_bytes, cb = u - r * row_bytes;
+      const long c0 = BITS == 8 ? cb : 2 * cb;
+      const int n = (BITS == 8 || c0 + 1 >= C) ? 1 : 2;
+      int q[2] = {0, 0};
+      for (int t = 0; t < n; ++t) {
+        const float y = float(acc[r * ld + c0 + t]) * sab;
+        const long e = r * C + c0 + t;
+        const std::uint32_t w = stochastic ? quant::element_words(seed, std::uint64_t(e) >> 2).w[e & 3] : 0u;
+        m = sycl::fmax(m, absmax_key(y));
+        q[t] = quant::quantize_value_sat(y, inv, QMAX, stochastic != 0, w);
+      }
+      Q[u] = BITS == 8 ? static_cast<unsigned char>(q[0]) : quant::pack4(q[0], q[1]);
+    }
+  }
+  m = sycl::reduce_over_group(it.get_group(), m, sycl::maximum<float>());
+  if (l == 0) work[g] = m;
 }
 
 template <int BITS>

@@ -15,6 +15,8 @@
 //   nearest:    q = rint(v)                            (ties to even)
 //   stochastic: q = floor(v) + (u_e < v - floor(v))    u_e = (w_e >> 8) * 2^-24 in [0, 1)
 //   q = clamp(q, -qmax, qmax); q = 0 when v is not finite (only when inv is 0 and x is +-inf/NaN)
+// (a producer quantizing with a delayed scale, quantize_value_sat, saturates v at +-(qmax + 1)
+// instead: there inv comes from another tensor, so |v| may exceed qmax)
 // where w_e is word e % 4 of Philox4x32-10(counter = (g lo, g hi, 0, 0), key = (seed lo,
 // seed hi)), g = e / 4. The random word of an element depends on (seed, e) only: the same seed
 // gives the same q on any launch geometry and any backend. E[q] = v up to 2^-24 (unbiased).
@@ -86,13 +88,8 @@ GNNSPARSE_QFN float floor_small(float v) {
   return t > v ? t - 1.0f : t;
 }
 
-// q of one element (see the header comment). w is its random word (ignored when rounding to
-// nearest). v outside [-qmax - 1, qmax + 1] (only NaN / inf, since |x * inv| <= qmax (1 + 2^-23))
-// gives 0.
-GNNSPARSE_QFN int quantize_value(float x, float inv, int qmax, bool stochastic, std::uint32_t w) {
-  float v = GNNSPARSE_QMUL(x, inv);
-  const float lim = float(qmax + 1);
-  v = (v >= -lim && v <= lim) ? v : 0.0f;
+// The rounding of v in [-qmax - 1, qmax + 1] to q in [-qmax, qmax] (see the header comment).
+GNNSPARSE_QFN int round_scaled(float v, int qmax, bool stochastic, std::uint32_t w) {
   const float fl = floor_small(v);
   const float f = v - fl;  // exact: fl <= v < fl + 1
   float q;
@@ -105,6 +102,26 @@ GNNSPARSE_QFN int quantize_value(float x, float inv, int qmax, bool stochastic, 
   const float m = float(qmax);
   q = q > m ? m : (q < -m ? -m : q);
   return int(q);
+}
+
+// q of one element (see the header comment). w is its random word (ignored when rounding to
+// nearest). v outside [-qmax - 1, qmax + 1] (only NaN / inf, since |x * inv| <= qmax (1 + 2^-23))
+// gives 0.
+GNNSPARSE_QFN int quantize_value(float x, float inv, int qmax, bool stochastic, std::uint32_t w) {
+  float v = GNNSPARSE_QMUL(x, inv);
+  const float lim = float(qmax + 1);
+  v = (v >= -lim && v <= lim) ? v : 0.0f;
+  return round_scaled(v, qmax, stochastic, w);
+}
+
+// q of one element quantized with a DELAYED scale (include/gnnsparse/quant.hpp): inv was not
+// computed from this tensor, so |x * inv| may exceed qmax. v saturates at +-(qmax + 1) before the
+// rounding (so q is +-qmax), NaN gives 0. Equal to quantize_value wherever that one's v is in range.
+GNNSPARSE_QFN int quantize_value_sat(float x, float inv, int qmax, bool stochastic, std::uint32_t w) {
+  float v = GNNSPARSE_QMUL(x, inv);
+  const float lim = float(qmax + 1);
+  v = v != v ? 0.0f : (v > lim ? lim : (v < -lim ? -lim : v));
+  return round_scaled(v, qmax, stochastic, w);
 }
 
 // (s, inv) from absmax (see the header comment). absmax is NaN when the tensor held NaN or +-inf.
@@ -129,6 +146,33 @@ GNNSPARSE_QFN float absmax_combine(float acc, float x) {
   const bool bad = !(a <= std::numeric_limits<float>::max());  // NaN or inf
   if (bad || acc != acc) return std::numeric_limits<float>::quiet_NaN();
   return a > acc ? a : acc;
+}
+
+// The scales a delayed-scale producer writes once its output's absmax is known (absmax NaN: the
+// output held NaN or +-inf). prev = {s, inv} it quantized with. cur: the QTensor's scale, prev's
+// values, or {NaN, 0} when the output was not finite (so everything computed from it is NaN, as
+// for quantize); next: the scale of the next step, {s, inv} of the held absmax
+//   held = max(absmax, fl32(fl32(prev_s * qmax) * decay))   (decay in [0, 1); 0: held = absmax)
+// (a peak hold: the scale follows a growing absmax at once and a shrinking one by `decay` per
+// step, so a tensor whose absmax fluctuates from step to step is clamped less often). growth:
+// absmax over the absmax prev stands for (s / s_prev with s of absmax itself; 0 / 0 -> 0,
+// x / 0 -> inf); > 1 means some elements were clamped at +-qmax.
+GNNSPARSE_QFN void delayed_scales(float absmax, int qmax, float prev_s, float prev_inv, float decay, float cur[2],
+                                  float next[2], float &growth) {
+  float s, inv;
+  scales_from_absmax(absmax, qmax, s, inv);
+  const bool finite = s == s;
+  cur[0] = finite ? prev_s : std::numeric_limits<float>::quiet_NaN();
+  cur[1] = finite ? prev_inv : 0.0f;
+  const float cand = GNNSPARSE_QMUL(GNNSPARSE_QMUL(prev_s, float(qmax)), decay);  // NaN when prev_s is
+  const float held = cand > absmax ? cand : absmax;                               // NaN never wins
+  scales_from_absmax(held, qmax, next[0], next[1]);
+  if (!finite || prev_s != prev_s)
+    growth = std::numeric_limits<float>::quiet_NaN();
+  else if (prev_s > 0.0f)
+    growth = s / prev_s;
+  else
+    growth = s > 0.0f ? std::numeric_limits<float>::infinity() : 0.0f;
 }
 
 // ---- int4 packing: element c of a row in byte c / 2, low nibble for even c, high for odd c,

@@ -6,6 +6,9 @@
     E = gs.quant.sddmm(A, Q, Q, op="dot")      # exact integer dot products, times s_X * s_Y
     H = gs.quant.matmul(X, W)                  # int8 tensor cores (torch._int_mm), scale applied after
     bits, err = gs.quant.select_bits(H1)       # Tango's Error_X rule: smallest width with error < 0.3
+    st = gs.quant.DelayedScale(8)              # a producer writing its output quantized (delayed scale):
+    Q2 = gs.quant.spmm(A, Q, out=st)           #   the SpMM's epilogue writes int8, no quantize pass
+    Q3 = gs.quant.linear_q(QX, QW, out=st2)    #   the GEMM's scale pass writes int8
 
 Semantics (scale, rounding, accumulation, exactness, overflow guards): include/gnnsparse/quant.hpp;
 the element arithmetic is sycl/kernels/quant_math.hpp and its NumPy model gnnsparse.quant.model.
@@ -15,10 +18,11 @@ Stochastic rounding uses Philox4x32-10 keyed by (seed, element index): the same 
 same bits on every run, launch geometry and backend.
 """
 from . import model
-from ._gemm import linear, matmul
+from ._delayed import DelayedScale
+from ._gemm import linear, linear_q, matmul
 from ._select import error_x, select_bits
 from ._tensor import BITS, QTensor, dequantize, quantize
 from .ops import fusedmm, incidence_spmm, sddmm, spmm
 
 __all__ = ["QTensor", "quantize", "dequantize", "spmm", "incidence_spmm", "sddmm", "fusedmm", "matmul", "linear",
-           "error_x", "select_bits", "BITS", "model"]
+           "linear_q", "DelayedScale", "error_x", "select_bits", "BITS", "model"]

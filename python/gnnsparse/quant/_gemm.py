@@ -13,6 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _arrays
+from .._backends import backend_for
+from .._ops import wrap_like
+from ._delayed import DelayedScale
 from ._tensor import QTensor, quantize, _seed
 
 _MIX = 0x9E3779B97F4A7C15  # a second seed for the second operand (independent rounding)
@@ -35,10 +38,7 @@ def matmul(A, B, bits: int = 8, *, stochastic: bool = True, seed=None):
     return linear(QA, QBt)
 
 
-def linear(QX, QW):
-    """Y = dequantize(QX) @ dequantize(QW)^T computed as s_X s_W (q_X @ q_W^T) with exact int32
-    (int64 across K chunks) accumulation; QX: M x K, QW: N x K (torch.nn.Linear's weight layout).
-    float32 (M, N) in QX's framework."""
+def _check_linear(QX, QW):
     if not isinstance(QX, QTensor) or not isinstance(QW, QTensor):
         raise TypeError("linear takes two QTensors")
     if len(QX.shape) != 2 or len(QW.shape) != 2:
@@ -49,7 +49,41 @@ def linear(QX, QW):
         raise ValueError(f"inner dimensions differ: X is {QX.shape}, W is {QW.shape} (W must be N x K)")
     if QX.kind != QW.kind:
         raise ValueError(f"X lives on {QX.kind} but W on {QW.kind}; put them on one device")
-    kmax = (2**31 - 1) // (QX.qmax * QW.qmax)
+    return M, K, N, (2**31 - 1) // (QX.qmax * QW.qmax)
+
+
+def linear_q(QX, QW, out: DelayedScale, seed=None):
+    """linear(QX, QW) returned quantized, a QTensor of out.bits, with out's delayed scale: the
+    int32 products of torch._int_mm are scaled and quantized by one kernel (the GEMM's scale pass
+    as the producer: no float32 Y, no quantize pass). y is linear()'s float32 output bit for bit,
+    so the bits equal quantize(linear(QX, QW), seed=seed) with that scale. The first call
+    calibrates (float32 Y, then quantize); so does every call whose integer product is not one
+    int32 _int_mm (K beyond the int32 guard, or no torch)."""
+    if not isinstance(out, DelayedScale):
+        raise TypeError(f"out must be a gnnsparse.quant.DelayedScale, got {type(out).__name__}")
+    M, K, N, kmax = _check_linear(QX, QW)
+    out._check_place(QX.data, "quant.linear_q")
+    sd = _seed(seed) if out.stochastic else 0
+    a8, w8 = QX.int8(), QW.int8()
+    if out.scale is None or not _arrays.is_torch(a8) or K > kmax:
+        Q = quantize(linear(QX, QW), out.bits, out.stochastic, sd, check=False)
+        out._calibrate(Q)
+        return Q
+    acc = _int_acc(a8, w8.t(), kmax)  # int32, (M, N) or zero-padded on CUDA
+    b = backend_for(acc)
+    accp = b.prepare(acc)
+    Qd, sc = b.requantize(accp, M, N, int(acc.shape[1]), b.prepare(QX.scale), b.prepare(QW.scale),
+                          out._args(b, sd))
+    Qd, sc = wrap_like(acc, accp, Qd, sc)
+    out._advance(sc)
+    return QTensor(Qd, sc[:2], out.bits, (M, N), sd if out.stochastic else None, out.stochastic)
+
+
+def linear(QX, QW):
+    """Y = dequantize(QX) @ dequantize(QW)^T computed as s_X s_W (q_X @ q_W^T) with exact int32
+    (int64 across K chunks) accumulation; QX: M x K, QW: N x K (torch.nn.Linear's weight layout).
+    float32 (M, N) in QX's framework."""
+    M, K, N, kmax = _check_linear(QX, QW)
     a8, w8 = QX.int8(), QW.int8()
     if _arrays.is_torch(a8):
         return _torch_linear(a8, w8, QX.scale, QW.scale, kmax)
@@ -91,9 +125,24 @@ def int_matmul(a8, b8, scale, kmax: int = 133_143):
     N x K matrix is used as is; anything else is copied once)."""
     import torch
 
-    M, K = a8.shape
-    N = b8.shape[1]
+    M, N = a8.shape[0], b8.shape[1]
+    acc = _int_acc(a8, b8, kmax)
+    scale = scale.reshape(1).to(torch.float32)
+    if acc.is_cuda:  # one elementwise kernel: int32 (or int64) in, float32 out
+        Y = torch.mul(acc, scale)
+    else:  # the CPU's promoting multiply is not vectorized: convert, then scale in place
+        Y = acc.to(torch.float32).mul_(scale)
+    return Y[:M, :N] if Y.shape != (M, N) else Y
+
+
+def _int_acc(a8, b8, kmax: int):
+    """a8 @ b8 exactly (see int_matmul): int32 (int64 beyond kmax), zero-padded on CUDA to
+    cuBLASLt's int8 shapes (the caller takes the top-left M x N)."""
+    import torch
+
+    K = a8.shape[1]
     if a8.is_cuda:
+        M, N = a8.shape[0], b8.shape[1]
         Mp, Kp, Np = max(M, 17), _round_up(K, 8), _round_up(N, 8)
         a8 = _pad(a8.contiguous() if a8.stride(-1) != 1 else a8, Mp, Kp)
         b8 = _pad(b8, Kp, Np)
@@ -102,18 +151,12 @@ def int_matmul(a8, b8, scale, kmax: int = 133_143):
             b8 = b8.t().contiguous().t()  # column-major: cuBLASLt's fast int8 layout (TN)
     a8 = a8.contiguous()
     if K <= kmax:
-        acc = torch._int_mm(a8, b8)
-    else:
-        chunk = kmax // 8 * 8
-        acc = torch.zeros(a8.shape[0], b8.shape[1], dtype=torch.int64, device=a8.device)
-        for k0 in range(0, K, chunk):
-            acc += torch._int_mm(a8[:, k0:k0 + chunk].contiguous(), b8[k0:k0 + chunk])
-    scale = scale.reshape(1).to(torch.float32)
-    if acc.is_cuda:  # one elementwise kernel: int32 (or int64) in, float32 out
-        Y = torch.mul(acc, scale)
-    else:  # the CPU's promoting multiply is not vectorized: convert, then scale in place
-        Y = acc.to(torch.float32).mul_(scale)
-    return Y[:M, :N] if Y.shape != (M, N) else Y
+        return torch._int_mm(a8, b8)
+    chunk = kmax // 8 * 8
+    acc = torch.zeros(a8.shape[0], b8.shape[1], dtype=torch.int64, device=a8.device)
+    for k0 in range(0, K, chunk):
+        acc += torch._int_mm(a8[:, k0:k0 + chunk].contiguous(), b8[k0:k0 + chunk])
+    return acc
 
 
 def _torch_linear(a8, w8, sx, sw, kmax):

@@ -11,6 +11,9 @@ kernels); this module computes the same arithmetic in NumPy float32 / uint32, ve
     q = clip(q, -qmax, qmax)
 
 w is word e % 4 of Philox4x32-10(counter = (e // 4 lo, e // 4 hi, 0, 0), key = (seed lo, seed hi)).
+
+Delayed scaling (producers that write their output quantized, include/gnnsparse/quant.hpp):
+quantize(..., inv=the previous step's, saturate=True) and delayed_scales / quantize_delayed.
 """
 from __future__ import annotations
 
@@ -70,9 +73,11 @@ def scales(amax, bits: int):
     return np.float32(amax / q), np.float32(q / amax)
 
 
-def quantize(x, bits: int = 8, stochastic: bool = True, seed: int = 0, inv=None):
+def quantize(x, bits: int = 8, stochastic: bool = True, seed: int = 0, inv=None, saturate: bool = False):
     """(q as int8 with the logical shape of x, s, inv). `inv` overrides the model's own (to check a
-    backend's quantization given its scale)."""
+    backend's quantization given its scale). saturate=True is the delayed-scale producers' rule
+    (quantize_value_sat): v = x * inv saturates at +-(qmax + 1) and NaN gives 0, instead of 0
+    outside that range."""
     x = np.asarray(x, np.float32)
     qm = qmax_of(bits)
     s, inv0 = scales(absmax(x), bits)
@@ -81,7 +86,10 @@ def quantize(x, bits: int = 8, stochastic: bool = True, seed: int = 0, inv=None)
     with np.errstate(invalid="ignore", over="ignore"):
         v = (flat * inv).astype(np.float32)
         lim = np.float32(qm + 1)
-        v = np.where((v >= -lim) & (v <= lim), v, np.float32(0)).astype(np.float32)
+        if saturate:
+            v = np.where(np.isnan(v), np.float32(0), np.clip(v, -lim, lim)).astype(np.float32)
+        else:
+            v = np.where((v >= -lim) & (v <= lim), v, np.float32(0)).astype(np.float32)
     fl = np.floor(v).astype(np.float32)
     f = (v - fl).astype(np.float32)
     if stochastic:
@@ -91,6 +99,40 @@ def quantize(x, bits: int = 8, stochastic: bool = True, seed: int = 0, inv=None)
         q = np.rint(v)
     q = np.clip(q, -qm, qm).astype(np.int8)
     return q.reshape(x.shape), s, inv
+
+
+def delayed_scales(amax, bits: int, prev_s, prev_inv, decay: float = 0.0):
+    """What a delayed-scale producer writes once its output's absmax is known (quant_math.hpp
+    delayed_scales): (cur, next, growth). cur = the QTensor's {s, inv}: prev's, or {NaN, 0} when the
+    output held NaN / inf; next = {s, inv} of max(amax, fl32(fl32(prev_s qmax) decay)) (the next
+    step's scale, a peak hold); growth = s / s_prev with s of amax (0 / 0 -> 0, x / 0 -> inf, NaN
+    when either is NaN)."""
+    s, inv = scales(amax, bits)
+    prev_s, prev_inv = np.float32(prev_s), np.float32(prev_inv)
+    finite = not np.isnan(s)
+    cur = np.array([prev_s, prev_inv] if finite else [np.nan, 0.0], np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        cand = np.float32(np.float32(prev_s * np.float32(qmax_of(bits))) * np.float32(decay))
+    held = cand if cand > np.float32(amax) else np.float32(amax)
+    nxt = np.array(scales(held, bits), np.float32)
+    if not finite or np.isnan(prev_s):
+        growth = np.float32(np.nan)
+    elif prev_s > 0:
+        growth = np.float32(s / prev_s)
+    else:
+        growth = np.float32(np.inf) if s > 0 else np.float32(0)
+    return cur, nxt, growth
+
+
+def quantize_delayed(y, bits: int, stochastic: bool, seed: int, scale_in, decay: float = 0.0):
+    """The model of a delayed-scale producer given its float32 output y (the op's own output, bit
+    for bit) and the scale it quantizes with, scale_in = {s, inv}: (q with y's shape, scale (4,):
+    the QTensor's {s, inv} and the next {s, inv}, growth)."""
+    y = np.asarray(y, np.float32)
+    scale_in = np.asarray(scale_in, np.float32).reshape(-1)
+    q = quantize(y, bits, stochastic, seed, inv=scale_in[1], saturate=True)[0]
+    cur, nxt, growth = delayed_scales(absmax(y), bits, scale_in[0], scale_in[1], decay)
+    return q, np.concatenate([cur, nxt]).astype(np.float32), growth
 
 
 def rows_cols(shape) -> tuple:

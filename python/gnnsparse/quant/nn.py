@@ -8,11 +8,17 @@ Error_X rule of `gnnsparse train --quant` sets it after the first epoch. Per Tan
 float32: the attention softmax (and its dropout), the weight update (the optimizer's), and the
 layer before the output softmax (the train command keeps its second layer in float32).
 
-    GCNConv   h = q(x) q(W)^T (int8 GEMM);  out = A_norm q(h) + b (quantized SpMM)
-    GATConv   h = q(x) q(W)^T;  e = q(a_dst)_i + q(a_src)_j (quantized SDDMM add);
-              alpha = softmax(leaky_relu(e)) (float32);  out_i,h = sum_j alpha q(h_j,h) (all heads
-              in one quantized SpMM)
-Backward passes: gnnsparse.quant.autograd. Calls these layers do not quantize (edge weights that
+    GCNConv   q(h) = q(x) q(W)^T (int8 GEMM, its scale pass writing q(h));  out = A_norm q(h) + b
+              (quantized SpMM)
+    GATConv   q(h) = q(x) q(W)^T (as GCN);  a = x (W^T att) (float32, attention folded into the
+              weight);  e = q(a_dst)_i + q(a_src)_j (quantized SDDMM add);  alpha =
+              softmax(leaky_relu(e)) (float32);  out_i,h = sum_j alpha q(h_j,h) (all heads in one
+              quantized SpMM)
+Backward passes: gnnsparse.quant.autograd (gcn_layer, gat_project / gat_logits / gat_aggregate):
+the SpMM over A^T writes the quantized gradient the weight's GEMM reads. Producers quantize with
+delayed scales (gnnsparse.quant.DelayedScale, one per produced tensor, in `_scales`), so no
+quantize pass runs between two products; what is saved for the backward is quantized (q(x), q(W),
+q(h)), except GAT's attention coefficients (float32, as Tango keeps the softmax). Calls these layers do not quantize (edge weights that
 need gradients, GAT edge features or residuals, bipartite inputs, return_attention_weights) run
 the float layer.
 """
@@ -68,6 +74,7 @@ class GCNConv(tnn.GCNConv):
         super().__init__(in_channels, out_channels, *args, **kwargs)
         self.bits = _check_bits(bits)
         self._ops = _Operators()
+        self._scales = qa.LayerScales()
 
     def forward(self, x: Tensor, edge_index, edge_weight: Optional[Tensor] = None) -> Tensor:
         """As gnnsparse.torch.nn.GCNConv.forward, with x W and the aggregation on `bits`-bit operands
@@ -83,7 +90,7 @@ class GCNConv(tnn.GCNConv):
             if self.cached:
                 self._cached_graph = g
         A, AT, _ = self._ops.get(g, values=True)
-        out = qa.spmm(A, AT, qa.linear(x, self.lin.weight, bits), bits)
+        out = qa.gcn_layer(A, AT, x, self.lin.weight, bits, self._scales)
         if self.bias is not None:
             out = out + self.bias
         return out
@@ -102,6 +109,7 @@ class GATConv(tnn.GATConv):
         self.bits = _check_bits(bits)
         self.logit_bits = _check_bits(logit_bits)
         self._ops = _Operators()
+        self._scales = qa.LayerScales()
 
     def forward(self, x, edge_index, edge_attr: Optional[Tensor] = None, size=None,
                 return_attention_weights: Optional[bool] = None):
@@ -115,21 +123,24 @@ class GATConv(tnn.GATConv):
         if x.dim() != 2:
             raise ValueError("GATConv takes x of shape (N, F)")
         H, C = self.heads, self.out_channels
-        xs = qa.linear(x, self.lin.weight, bits).view(-1, H, C)
-        n = xs.shape[0]
-        g = tnn.graph_of(edge_index, xs, n, n).with_val(None)
+        n = x.shape[0]
+        g = tnn.graph_of(edge_index, x, n, n).with_val(None)
         if self.add_self_loops:
             g = tnn._derived(g, ("gat_loops",), lambda b: self_loops(b, "replace"))
         A, AT, perm = self._ops.get(g, values=False)
-        a_src = (xs * self.att_src).sum(-1)
-        a_dst = (xs * self.att_dst).sum(-1)
+        token, handle = qa.gat_project(x, self.lin.weight, H, bits, self._scales)  # q(x W^T), no float32 copy
+        # a_src = (x W^T) . att_src per head = x (W^T att_src): the attention vectors folded into the weight
+        Wh = self.lin.weight.view(H, C, -1)
+        wa = torch.cat([(Wh * self.att_src.reshape(H, C, 1)).sum(1), (Wh * self.att_dst.reshape(H, C, 1)).sum(1)])
+        a = qa.gat_logits(x, wa, handle)
+        a_src, a_dst = a[:, :H].contiguous(), a[:, H:].contiguous()
         if self.logit_bits is None:
             e = gf.sddmm(g, a_dst, a_src, "add")
         else:
             e = qa.sddmm_add(A, a_src, a_dst, self.logit_bits)
-        alpha = gf.edge_softmax(g, F.leaky_relu(e, self.negative_slope))
+        alpha = gf.edge_softmax(g, qa.leaky_relu(e, self.negative_slope))
         alpha = F.dropout(alpha, p=self.dropout, training=self.training)
-        out = qa.spmm_heads(A, AT, perm, alpha, xs, bits)
+        out = qa.gat_aggregate(A, AT, perm, alpha, token, handle, bits, self._scales)
         out = out.reshape(-1, H * C) if self.concat else out.mean(1)
         if self.bias is not None:
             out = out + self.bias

@@ -11,9 +11,10 @@ import numpy as np
 
 from .. import _arrays, _ops
 from .._csr import CSR
-from ._tensor import QTensor, _prep
+from ._delayed import DelayedScale
+from ._tensor import QTensor, _prep, _seed, quantize
 
-__all__ = ["spmm", "incidence_spmm", "sddmm", "fusedmm"]
+__all__ = ["spmm", "incidence_spmm", "sddmm", "fusedmm", "DelayedScale"]
 
 
 def _qtensor(Q, name):
@@ -27,22 +28,41 @@ def _backend_for_q(A, Q, name="X"):
     return _ops.backend_of(A, Q.data, f"the quantized {name}")
 
 
-def spmm(A: CSR, X: QTensor, reduce: str = "sum", return_arg: bool = False, *, weights=None):
+def spmm(A: CSR, X: QTensor, reduce: str = "sum", return_arg: bool = False, *, weights=None,
+         out: DelayedScale = None, seed=None):
     """Y = A (x) dequantize(X) with reduction `reduce`, float32 (semantics: gnnsparse.spmm; exact
     integer sums / max / min without edge weights, see include/gnnsparse/quant.hpp).
 
     X has K rows. weights=None: A's values (if any) weight the messages. weights (nnz, H) float32:
     multi-head aggregation in one launch, Y[i, h, :] = reduce_k weights[k, h] * X[col_k, h, :]
     (X's features split into H heads of C / H; Y is (M, H, C / H)); A's values are then unused.
+
+    out (a DelayedScale): Y is returned quantized instead (a QTensor of out.bits), written by the
+    SpMM's epilogue with the scale of out's previous output (delayed scaling; no float32 Y, no
+    quantize pass; the first call calibrates: float32 Y, then quantize). seed: the stochastic
+    rounding's (None: a fresh one); the bits equal quantize(Y, seed=seed) with that scale.
     """
     _ops.check_csr(A)
     _qtensor(X, "X")
     c = _ops.check_spmm(A.shape, X.shape, reduce, return_arg)
     b = _backend_for_q(A, X)
-    return _qspmm(b, A, X, c.reduce, return_arg, weights, identity=False, out_rows=c.M)
+    return _qspmm(b, A, X, c.reduce, return_arg, weights, identity=False, out_rows=c.M, out=out, seed=seed)
 
 
-def _qspmm(b, A, X, red, return_arg, weights, identity, out_rows, view_csr=None, use_values=True):
+def _qspmm(b, A, X, red, return_arg, weights, identity, out_rows, view_csr=None, use_values=True, out=None,
+           seed=None):
+    if out is not None:
+        if not isinstance(out, DelayedScale):
+            raise TypeError(f"out must be a gnnsparse.quant.DelayedScale, got {type(out).__name__}")
+        if return_arg:
+            raise ValueError("return_arg is not available with a quantized output (out=...)")
+        out._check_place(X.data, "quant.spmm")
+        sd = _seed(seed) if out.stochastic else 0
+        if out.scale is None:  # the first output: float32, then quantized; its scale serves the next
+            Y = _qspmm(b, A, X, red, False, weights, identity, out_rows, view_csr, use_values)
+            Q = quantize(Y, out.bits, out.stochastic, sd, check=False)
+            out._calibrate(Q)
+            return Q
     data, xs = _prep(b, X, "X")
     place = b.place(data)
     C = X.C
@@ -66,6 +86,11 @@ def _qspmm(b, A, X, red, return_arg, weights, identity, out_rows, view_csr=None,
     csr = view_csr if view_csr is not None else A
     val_dt = "float32" if (use_values and csr.val is not None and W is None) else None
     view = csr._view(b, place, data, val_dt)
+    if out is not None:
+        Qd, sc = b.qspmm(view, data, xs, X.bits, C, out_rows, red, W, H, identity, False, out=out._args(b, sd))
+        Qd, sc = _ops.wrap_like(X.data, data, Qd, sc)
+        out._advance(sc)
+        return QTensor(Qd, sc[:2], out.bits, (out_rows,) + tail, sd if out.stochastic else None, out.stochastic)
     Y, arg = b.qspmm(view, data, xs, X.bits, C, out_rows, red, W, H, identity, return_arg)
     Y, arg = _ops.wrap_like(X.data, data, Y, arg)
     shape = (out_rows,) + tail
@@ -77,13 +102,15 @@ def _qspmm(b, A, X, red, return_arg, weights, identity, out_rows, view_csr=None,
 _INCIDENCE_SIDES = ("dst", "src")
 
 
-def incidence_spmm(A: CSR, E: QTensor, reduce: str = "sum", side: str = "dst", return_arg: bool = False):
+def incidence_spmm(A: CSR, E: QTensor, reduce: str = "sum", side: str = "dst", return_arg: bool = False, *,
+                   out: DelayedScale = None, seed=None):
     """Edge -> node aggregation with the incidence matrix (Tango's gradient of node features from
     edge features): E has one row per stored entry of A, in A's CSR order.
 
     side="dst": Y[i] = reduce over the entries k of row i of E[k] (M rows; no index array is read).
     side="src": Y[j] = reduce over the entries k with col[k] == j of E[k] (K rows), in ascending k.
     No all-ones matrix is built; the integers are summed exactly (as spmm without weights).
+    out, seed: a quantized output with a delayed scale, as spmm's.
     """
     red = _ops.check_reduce(reduce, return_arg)
     if side not in _INCIDENCE_SIDES:
@@ -93,8 +120,9 @@ def incidence_spmm(A: CSR, E: QTensor, reduce: str = "sum", side: str = "dst", r
         raise ValueError(f"E has shape {E.shape} but A has {A.nnz} stored entries: E needs one row per entry")
     M, K = A.shape
     if side == "dst":
-        return _qspmm(b, A, E, red, return_arg, None, identity=True, out_rows=M, use_values=False)
-    return _qspmm(b, A, E, red, return_arg, None, identity=False, out_rows=K, view_csr=_src_incidence(A))
+        return _qspmm(b, A, E, red, return_arg, None, identity=True, out_rows=M, use_values=False, out=out, seed=seed)
+    return _qspmm(b, A, E, red, return_arg, None, identity=False, out_rows=K, view_csr=_src_incidence(A), out=out,
+                  seed=seed)
 
 
 def _src_incidence(A: CSR) -> CSR:

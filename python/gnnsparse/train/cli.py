@@ -11,7 +11,7 @@ import time
 
 from .. import _cli
 from .._cli import UsageError
-from .report import comparisons, epoch_line, estimate_line, gib, say, summary_table
+from .report import comparisons, epoch_line, estimate_line, gib, say, scale_lines, summary_table
 
 __all__ = ["MODELS", "QUANT_MODELS", "build_parser", "train", "main"]
 
@@ -45,7 +45,13 @@ def build_parser(prog: str = "gnnsparse train") -> _cli.ArgumentParser:
     p.add_argument("--dropout", type=float, default=0.5)
     p.add_argument("--device", default="auto", help="auto (CUDA when available), cpu, cuda, cuda:1, ...")
     p.add_argument("--seed", type=int, default=0, help="graph, split, initial weights and dropout (default 0)")
-    p.add_argument("--compare", choices=("pyg",), help="also train torch_geometric's model of the same size")
+    p.add_argument("--compare", action="append", choices=("fp32", "pyg"),
+                   help="what to compare with (repeatable): fp32, our float32 model (always trained with --quant, "
+                        "the quantized run's reference); pyg, torch_geometric's float32 model of the same size")
+    p.add_argument("--seeds", type=_cli.positive_int("--seeds"), default=1, metavar="N",
+                   help="train every model with N seeds (--seed, --seed + 1, ...: initial weights, dropout, stochastic "
+                        "rounding; the graph is the one of --seed) and report the mean, spread and worst case of "
+                        "test accuracy and of the quantized / float32 ratio (default 1)")
     p.add_argument("--runs", type=int, default=1, choices=(1, 2),
                    help="2: train each model twice with the seed and report whether the losses are bitwise equal")
     p.add_argument("--log-every", type=_cli.positive_int("--log-every"), help="print every k-th epoch (default: every epoch up to 50 epochs, "
@@ -141,7 +147,8 @@ def train(args) -> dict:
         if attn_dropout:
             raise UsageError("--attn-dropout is not supported with --nproc (the distributed GAT has none)")
         return _train_distributed(args, device, epochs, hidden)
-    frameworks = ["gnnsparse"] + (["quant"] if quant is not None else []) + (["pyg"] if args.compare == "pyg" else [])
+    compare = _compare_list(args)
+    frameworks = ["gnnsparse"] + (["quant"] if quant is not None else []) + (["pyg"] if "pyg" in compare else [])
     if "pyg" in frameworks:
         from .models import layer_module
 
@@ -151,52 +158,63 @@ def train(args) -> dict:
     say(f"{data.describe()} (prepared in {time.perf_counter() - t0:.1f} s) on {device}")
     t = prepare(data, device, args.model)
     log_every = args.log_every or (1 if epochs <= 50 else 10)
-    kw = dict(epochs=epochs, hidden=hidden, heads=args.heads, lr=args.lr, weight_decay=args.weight_decay,
-              dropout=args.dropout, aggr=args.aggr, seed=args.seed, attn_dropout=attn_dropout)
-    init = initial_state(args.model, t, hidden, args.heads, args.seed, args.dropout, args.aggr)
+    nseeds = getattr(args, "seeds", 1) or 1
+    seeds = [args.seed + k for k in range(nseeds)]
     results: dict = {}
     plain = getattr(args, "plain", False)
-    pace = _Pace(epochs * args.runs * len(frameworks))
-    what = f"{epochs} epochs x {args.runs} run(s) x {len(frameworks)} model(s)"
-    for fw in frameworks:
-        for run in range(args.runs):
-            label = f"{fw} {args.model} run {run + 1}/{args.runs}"
-            tag = ({"gnnsparse": "ours", "quant": "ours-q"}.get(fw, fw)) + (f"#{run + 1}" if args.runs > 1 else "")
-            progress = _progress(plain)
-            task = progress.add_task(label, total=epochs, status="") if progress is not None else None
-            out = progress.console.print if progress is not None else say
+    pace = _Pace(epochs * args.runs * len(frameworks) * nseeds)
+    what = (f"{epochs} epochs x {args.runs} run(s) x {len(frameworks)} model(s)"
+            + (f" x {nseeds} seeds" if nseeds > 1 else ""))
+    jobs = []
+    for seed in seeds:
+        init = initial_state(args.model, t, hidden, args.heads, seed, args.dropout, args.aggr)
+        for fw in frameworks:
+            for run in range(args.runs):
+                jobs.append((seed, init, fw, run))
+    for seed, init, fw, run in jobs:
+        kw = dict(epochs=epochs, hidden=hidden, heads=args.heads, lr=args.lr, weight_decay=args.weight_decay,
+                  dropout=args.dropout, aggr=args.aggr, seed=seed, attn_dropout=attn_dropout)
+        label = f"{fw} {args.model} run {run + 1}/{args.runs}" + (f" seed {seed}" if nseeds > 1 else "")
+        tag = (({"gnnsparse": "ours", "quant": "ours-q"}.get(fw, fw)) + (f"#{run + 1}" if args.runs > 1 else "")
+               + (f"@{seed}" if nseeds > 1 else ""))
+        progress = _progress(plain)
+        task = progress.add_task(label, total=epochs, status="") if progress is not None else None
+        out = progress.console.print if progress is not None else say
 
-            def on_epoch(r, e, tag=tag, task=task, out=out, progress=progress):
-                left = pace.tick()
-                line = epoch_line(tag, e, r)
-                if (e + 1) % log_every == 0 or e + 1 == epochs or e == 0:
-                    if left > 60:
-                        line += f"  ~{_cli.fmt_duration(left)} left"
-                    out(line)
-                if pace.done == 2 and left > 60:  # the first estimate, once the warm-up epoch is behind
-                    out(estimate_line(pace.pace, pace.total - pace.done, what))
-                if e == 0 and r.quant_errors:
-                    errs = ", ".join(f"int{b} {v:.4f}" for b, v in sorted(r.quant_errors.items()))
-                    choice = f"int{r.quant_bits}" if r.quant_bits else "float32 (no width below the threshold)"
-                    out(f"{tag} quantization: Error_X of the first layer's output (eps 0.0005): {errs} -> {choice} "
-                        "(the smallest width with Error_X < 0.3)")
-                if progress is not None:
-                    progress.update(task, advance=1, status=f"loss {r.losses[-1]:.4f}")
-
+        def on_epoch(r, e, tag=tag, task=task, out=out, progress=progress):
+            left = pace.tick()
+            line = epoch_line(tag, e, r)
+            if (e + 1) % log_every == 0 or e + 1 == epochs or e == 0:
+                if left > 60:
+                    line += f"  ~{_cli.fmt_duration(left)} left"
+                out(line)
+            if pace.done == 2 and left > 60:  # the first estimate, once the warm-up epoch is behind
+                out(estimate_line(pace.pace, pace.total - pace.done, what))
+            if e == 0 and r.quant_errors:
+                errs = ", ".join(f"int{b} {v:.4f}" for b, v in sorted(r.quant_errors.items()))
+                choice = f"int{r.quant_bits}" if r.quant_bits else "float32 (no width below the threshold)"
+                out(f"{tag} quantization: Error_X of the first layer's output (eps 0.0005): {errs} -> {choice} "
+                    "(the smallest width with Error_X < 0.3)")
             if progress is not None:
-                progress.start()
-            try:
-                if fw == "quant":
-                    r = run_once(t, args.model, "gnnsparse", init=init, on_epoch=on_epoch, quant=quant, **kw)
-                    r.framework = "gnnsparse quantized" + (f" int{r.quant_bits}" if r.quant_bits else " (float)")
-                else:
-                    r = run_once(t, args.model, fw, init=init, on_epoch=on_epoch, **kw)
-                results.setdefault(fw, []).append(r)
-            finally:
-                if progress is not None:
-                    progress.stop()
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
+                progress.update(task, advance=1, status=f"loss {r.losses[-1]:.4f}")
+
+        if progress is not None:
+            progress.start()
+        try:
+            if fw == "quant":
+                r = run_once(t, args.model, "gnnsparse", init=init, on_epoch=on_epoch, quant=quant, **kw)
+                r.framework = "gnnsparse quantized" + (f" int{r.quant_bits}" if r.quant_bits else " (float)")
+                for line in scale_lines(tag, r):
+                    out(line)
+            else:
+                r = run_once(t, args.model, fw, init=init, on_epoch=on_epoch, **kw)
+            r.seed = seed
+            results.setdefault(fw, []).append(r)
+        finally:
+            if progress is not None:
+                progress.stop()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
     summary_table(results, args.runs, plain=plain)
     for line in comparisons(results):
         say(line)
@@ -204,6 +222,14 @@ def train(args) -> dict:
         _write_json(args.json, {"data": data.describe(), "device": str(device), "args": vars(args),
                                 "results": {fw: [r.summary() for r in rs] for fw, rs in results.items()}})
     return results
+
+
+def _compare_list(args) -> list:
+    """--compare as a list (a Namespace made by hand may hold one string)."""
+    c = getattr(args, "compare", None)
+    if c is None:
+        return []
+    return [c] if isinstance(c, str) else list(c)
 
 
 def _write_json(path, doc):
@@ -236,8 +262,8 @@ def _train_distributed(args, device, epochs: int, hidden: int) -> dict:
 
     if args.model not in QUANT_MODELS:
         raise UsageError(f"--nproc covers {', '.join(QUANT_MODELS)}, not {args.model}")
-    if args.compare or getattr(args, "quant", None):
-        raise UsageError("--nproc trains gnnsparse's float32 model only (no --compare / --quant; "
+    if _compare_list(args) or getattr(args, "quant", None) or getattr(args, "seeds", 1) > 1:
+        raise UsageError("--nproc trains gnnsparse's float32 model only, one seed (no --compare / --quant / --seeds; "
                          "--halo int8 quantizes the exchange)")
     if device.type == "cuda":
         import torch

@@ -33,6 +33,8 @@ class RunResult:
     loss_bits: str = ""                 # hex of the float32 losses: equal strings = identical runs
     quant_bits: Optional[int] = None    # --quant: the first layer's bit width after the first epoch (None: float)
     quant_errors: dict = field(default_factory=dict)  # --quant auto: Error_X of the first layer's output per width
+    quant_scales: dict = field(default_factory=dict)  # --quant: the delayed scales' statistics per produced tensor
+    seed: Optional[int] = None          # the training seed (weights, dropout, rounding)
 
     @property
     def median_epoch_ms(self) -> float:
@@ -190,6 +192,9 @@ def run_once(t: dict, model: str, framework: str, *, epochs: int, hidden: int = 
         _sync(device)
         res.peak_mem = int(torch.cuda.max_memory_allocated(device))
         res.extra_mem = res.peak_mem - int(base)
+    scales = getattr(net.conv1, "_scales", None)
+    if quant is not None and scales is not None:
+        res.quant_scales = scales.statistics()
     if losses:
         res.loss_bits = torch.stack(losses).float().cpu().numpy().tobytes().hex()
     return res
