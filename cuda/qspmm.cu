@@ -409,7 +409,10 @@ void qspmm(const QSpmmArgs& a, cudaStream_t stream) {
     return;
   }
   const bool out = a.out.active();
-  if (out) check_qout("qspmm", a.out, qspmm_out_partials(qspmm_plan(a)));
+  if (out) {
+    check_qout("qspmm", a.out, qspmm_out_partials(qspmm_plan(a)));
+    if (a.out.Q == nullptr) throw std::invalid_argument("gnnsparse cuda qspmm: null pointer for the quantized output");
+  }
   // Unweighted messages are integers; int64 sums only when a row could overflow int32.
   const int64_t longest = a.A.max_degree >= 0 ? a.A.max_degree : a.A.nnz;
   const bool weighted = a.A.val != nullptr || a.W != nullptr;

@@ -355,8 +355,8 @@ void requantize(const RequantizeArgs& a, cudaStream_t stream) {
   using namespace cuda_detail;
   if (a.rows < 0 || a.C < 0 || a.ld < a.C) throw std::invalid_argument("gnnsparse cuda requantize: bad sizes");
   check_qout("requantize", a.out, kQuantizeWork);
-  if (!a.out.active()) throw std::invalid_argument("gnnsparse cuda requantize: null pointer for Q");
   const int64_t n = a.rows * a.C;
+  if (n > 0 && a.out.Q == nullptr) throw std::invalid_argument("gnnsparse cuda requantize: null pointer for Q");
   if (n > 0 && (a.acc == nullptr || a.sa == nullptr || a.sb == nullptr))
     throw std::invalid_argument("gnnsparse cuda requantize: null pointer");
   constexpr int T = QuantizeTuning::kThreads;

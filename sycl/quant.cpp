@@ -97,7 +97,10 @@ sycl::event qspmm(sycl::queue &q, const QSpmmArgs &a, const QDeps &deps) {
     return delayed_finish(q, o, 0, deps);
   }
   const Launch l = qspmm_launch(caps_of(q), a);
-  if (o.active()) check_qout("qspmm", o, qspmm_out_partials(l));
+  if (o.active()) {
+    check_qout("qspmm", o, qspmm_out_partials(l));
+    if (o.Q == nullptr) throw std::invalid_argument("gnnsparse sycl qspmm: null pointer for the quantized output");
+  }
   const float *w = a.W != nullptr ? a.W : static_cast<const float *>(a.A.val);
   sycl::event e = submit(q, l, deps, a.A.rowptr, a.A.col, w, static_cast<const unsigned char *>(a.X.data), a.X.scale,
                          a.Y, has_arg(a.reduce) ? a.arg : nullptr, long(a.A.M), long(a.X.C), long(a.X.row_bytes()),
@@ -116,7 +119,7 @@ long qspmm_out_work(sycl::queue &q, const QSpmmArgs &a) {
 sycl::event requantize(sycl::queue &q, const RequantizeArgs &a, const QDeps &deps) {
   if (a.rows < 0 || a.C < 0 || a.ld < a.C) throw std::invalid_argument("gnnsparse sycl requantize: bad sizes");
   check_qout("requantize", a.out, kQuantizeWork);
-  if (!a.out.active()) throw std::invalid_argument("gnnsparse sycl requantize: null pointer for Q");
+  if (a.rows * a.C > 0 && a.out.Q == nullptr) throw std::invalid_argument("gnnsparse sycl requantize: null pointer for Q");
   if (a.rows * a.C > 0 && (a.acc == nullptr || a.sa == nullptr || a.sb == nullptr))
     throw std::invalid_argument("gnnsparse sycl requantize: null pointer");
   const RequantizePlan p = requantize_plan(caps_of(q), a);

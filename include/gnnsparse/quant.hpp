@@ -126,7 +126,7 @@ struct DequantizeArgs {
 
 // A producer's quantized output with a delayed scale (DELAYED SCALING above).
 struct QOut {
-  void *Q = nullptr;                // rows x row_bytes, written; nullptr: the op writes float32
+  void *Q = nullptr;                // rows x row_bytes, written (nullptr allowed only when that is 0 bytes)
   int bits = 8;
   Rounding rounding = Rounding::stochastic;
   std::uint64_t seed = 0;
@@ -136,7 +136,9 @@ struct QOut {
   float decay = 0.0f;               // peak hold of the next scale (quant_math.hpp delayed_scales)
   float *work = nullptr;            // partial maxima
   std::int64_t work_size = 0;       // floats in work (checked against what the launch needs)
-  bool active() const { return Q != nullptr; }
+  // A quantized output is marked by its scales (always written), not by Q: an output of no rows
+  // is an empty allocation, whose pointer may be null (torch, CuPy).
+  bool active() const { return scale != nullptr; }
 };
 
 struct RequantizeArgs {

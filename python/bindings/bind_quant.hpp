@@ -33,7 +33,7 @@ inline QView qview(addr data, addr scale, int bits, std::int64_t C) {
   return QView{cptr(data), reinterpret_cast<const float *>(scale), bits, C};
 }
 
-// A delayed-scale quantized output (gnnsparse/quant.hpp QOut); out_q == 0: none.
+// A delayed-scale quantized output (gnnsparse/quant.hpp QOut); out_scale == 0: none (float32 output).
 inline QOut qout(addr q, int bits, int rounding, std::uint64_t seed, addr scale_in, addr scale, addr stats,
                  double decay, addr work, std::int64_t work_size) {
   QOut o;
