@@ -68,7 +68,8 @@ inline constexpr KernelSpec kKernels[kKernelCount] = {
     {Kernel::spmm_narrow, "spmm.hpp", "gnnsparse::spmm_csr_narrow", 7,
      {A::dtype, A::itype, A::reduce, A::boolean, A::boolean, A::integer, A::integer}},  // T I R W ARG SG V
     {Kernel::sddmm_csr, "sddmm.hpp", "gnnsparse::sddmm_csr", 3, {A::dtype, A::itype, A::sddmm_op}},  // T I OP
-    {Kernel::sddmm_dot_sg, "sddmm.hpp", "gnnsparse::sddmm_dot_sg", 3, {A::dtype, A::itype, A::integer}},  // T I SG
+    {Kernel::sddmm_dot_sg, "sddmm.hpp", "gnnsparse::sddmm_dot_sg", 5,
+     {A::dtype, A::itype, A::integer, A::integer, A::boolean}},  // T I SG NF ONE_HEAD
     {Kernel::fusedmm_sg, "fusedmm.hpp", "gnnsparse::fusedmm_csr_sg", 7,
      {A::dtype, A::itype, A::sddmm_op, A::edge_fn, A::boolean, A::integer, A::integer}},  // T I OP EF W SG V
     {Kernel::esimd_sddmm, "esimd/sddmm.hpp", "gnnsparse::esimd::sddmm", 5,
