@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""Where a training step spends its time and memory on a CUDA GPU (torch.profiler tables).
+
+    python tools/profile_steps.py quant    # one quantized GCN layer step against the float32 layer
+                                           # (n = 1M nodes, 10M edges, C = 128; peak memory, top kernels)
+    python tools/profile_steps.py models   # the GCN and GIN of examples/accelerate.py, PyG and
+                                           # accelerated: ms / epoch, GPU time, top host-side ops
+
+Each table covers 5 steps after 3 warm-up steps. Needs torch with CUDA and the gnnsparse CUDA
+build (`models` also torch_geometric).
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import runpy
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.profiler import ProfilerActivity, profile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _table(prof, sort_by, rows=22):
+    return prof.key_averages().table(sort_by=sort_by, row_limit=rows, max_name_column_width=60)
+
+
+def quant(n=1_000_000, e=10_000_000, C=128):
+    from gnnsparse.bench import generators
+    from gnnsparse.quant import nn as qnn
+    from gnnsparse.torch import nn as tnn
+
+    dev = torch.device("cuda")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    G = generators.regular_random(n, e, 99, weighted=False)
+    ei = torch.from_numpy(np.stack([np.repeat(np.arange(n), np.diff(G.rowptr)), np.asarray(G.col)])).to(dev)
+    x = torch.randn(n, C, device=dev)
+    layers = {"float32": tnn.GCNConv(C, C, cached=True).to(dev),
+              "int8": qnn.GCNConv(C, C, cached=True, bits=8).to(dev)}
+    layers["int8"].load_state_dict(layers["float32"].state_dict())
+    for label, layer in layers.items():
+        def step(layer=layer):
+            layer.zero_grad(set_to_none=True)
+            layer(x, ei).sum().backward()
+
+        for _ in range(3):
+            step()
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        step()
+        torch.cuda.synchronize()
+        print(f"\n===== {label}: peak above the inputs {(torch.cuda.max_memory_allocated() - base) / 2**20:.1f} MiB")
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(5):
+                step()
+            torch.cuda.synchronize()
+        print(_table(prof, "cuda_time_total"))
+
+
+def models():
+    import gnnsparse.torch as gst
+
+    ex = runpy.run_path(os.path.join(ROOT, "examples", "accelerate.py"), run_name="example")
+    dev = torch.device("cuda")
+    gen = torch.Generator().manual_seed(0)
+    x, ei, y = ex["node_data"](169343, 1166243, 128, 40, dev, gen)
+    xb, eib, batch, yb = ex["graph_batch"](64, 30, 60, 128, 10, dev, gen)
+    cases = {"GCN": (ex["GCN"](128, 16, 40), (x, ei), y), "GIN": (ex["GIN"](128, 64, 10, 3), (xb, eib, batch, 64), yb)}
+    for name, (m, args, yy) in cases.items():
+        m = m.to(dev)
+        mm = copy.deepcopy(m)
+        print(gst.accelerate(mm))
+        for tag, model in (("pyg", m), ("ours", mm)):
+            opt = torch.optim.Adam(model.parameters(), lr=0.01)
+            model.train()
+
+            def ep(model=model, opt=opt, args=args, yy=yy):
+                opt.zero_grad()
+                F.cross_entropy(model(*args), yy).backward()
+                opt.step()
+
+            for _ in range(3):
+                ep()
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(20):
+                ep()
+            torch.cuda.synchronize()
+            print(f"\n===== {name} {tag}: {(time.perf_counter() - t0) / 20 * 1e3:.2f} ms / epoch")
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                for _ in range(5):
+                    ep()
+                torch.cuda.synchronize()
+            gpu = sum(k.self_device_time_total for k in prof.key_averages()) / 5
+            print(f"GPU time / epoch {gpu / 1e3:.2f} ms (profiled)")
+            print(_table(prof, "self_cpu_time_total", 25))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("what", choices=("quant", "models"))
+    a = p.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("needs a CUDA GPU")
+    {"quant": quant, "models": models}[a.what]()
+
+
+if __name__ == "__main__":
+    main()
