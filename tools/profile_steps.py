@@ -5,6 +5,8 @@
                                            # (n = 1M nodes, 10M edges, C = 128; peak memory, top kernels)
     python tools/profile_steps.py models   # the GCN and GIN of examples/accelerate.py, PyG and
                                            # accelerated: ms / epoch, GPU time, top host-side ops
+    python tools/profile_steps.py memory   # `gnnsparse train`'s GCN / GAT, float32 and int8, on the
+                                           # arxiv-sized graph: peak memory of each phase of an epoch
 
 Each table covers 5 steps after 3 warm-up steps. Needs torch with CUDA and the gnnsparse CUDA
 build (`models` also torch_geometric).
@@ -101,13 +103,59 @@ def models():
             print(_table(prof, "self_cpu_time_total", 25))
 
 
+def memory(epochs=3):
+    from gnnsparse.train import data as tdata
+    from gnnsparse.train.loop import initial_state, prepare
+    from gnnsparse.train.models import Net
+
+    dev = torch.device("cuda")
+    nd = tdata.arxiv_like(0)
+    for model in ("gcn", "gat"):
+        t = prepare(nd, dev, model)
+        init = initial_state(model, t, 128, 4, 0, 0.5, None)
+        for quant in (None, 8):
+            net = Net(model, "gnnsparse", t["x"].shape[1], 128, t["num_classes"], heads=4, dropout=0.5, quant=quant)
+            net.load_state_dict(init)
+            net = net.to(dev)
+            opt = torch.optim.Adam(net.parameters(), lr=0.01)
+            x, y, tr = t["x"], t["y"], t["train"]
+            torch.cuda.synchronize()
+            base = torch.cuda.memory_allocated()
+            phases = []
+            for ep in range(epochs):
+                for phase in ("forward", "backward", "step", "eval"):
+                    torch.cuda.synchronize()
+                    torch.cuda.reset_peak_memory_stats()
+                    before = torch.cuda.memory_allocated()
+                    if phase == "forward":
+                        net.train()
+                        opt.zero_grad(set_to_none=True)
+                        out = net(x, t["csr"])
+                        loss = F.cross_entropy(out.index_select(0, tr), y.index_select(0, tr))
+                    elif phase == "backward":
+                        loss.backward()
+                        del out, loss
+                    elif phase == "step":
+                        opt.step()
+                    else:
+                        net.eval()
+                        with torch.no_grad():
+                            net(x, t["csr"]).argmax(1)
+                    torch.cuda.synchronize()
+                    phases.append((ep, phase, (before - base) / 2**20, (torch.cuda.max_memory_allocated() - base) / 2**20))
+            print(f"\n===== {model} {'int8' if quant else 'float32'} (MiB above data and model before the first epoch)")
+            for ep, phase, b, pk in phases:
+                print(f"  epoch {ep} {phase:9s} held before {b:8.1f}  peak {pk:8.1f}")
+            del net, opt
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("what", choices=("quant", "models"))
+    p.add_argument("what", choices=("quant", "models", "memory"))
     a = p.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("needs a CUDA GPU")
-    {"quant": quant, "models": models}[a.what]()
+    {"quant": quant, "models": models, "memory": memory}[a.what]()
 
 
 if __name__ == "__main__":
