@@ -411,6 +411,9 @@ def test_fusedmm_one_vector_long_rows(edge, graph):
         rowptr, col, val = make_graph(M, K, 20, seed=9, hub=105_000)
     check_fused(rowptr, col, val, M, K, 2, 32, 32, "float32", "int32", "dot", edge, seed=4)
     check_fused(rowptr, col, val, M, K, 1, 64, 64, "float32", "int64", "dot", edge, seed=5, weighted=False)
+    # the 16-bit one-vector instances (8 per lane) and one head of one vector on rows > 32 and hubs
+    check_fused(rowptr, col, val, M, K, 1, 64, 64, "bfloat16", "int32", "dot", edge, seed=6)
+    check_fused(rowptr, col, val, M, K, 1, 32, 32, "float32", "int32", "dot", edge, seed=7)
 
 
 @pytest.mark.parametrize("rows", ["", "1", "2", "4"])
