@@ -5,6 +5,8 @@
                                            # (n = 1M nodes, 10M edges, C = 128; peak memory, top kernels)
     python tools/profile_steps.py models   # the GCN and GIN of examples/accelerate.py, PyG and
                                            # accelerated: ms / epoch, GPU time, top host-side ops
+    python tools/profile_steps.py transformer  # TransformerConv 128 -> 4x32 forward + backward on a
+                                           # random arxiv-sized graph, ours and PyG's: top GPU kernels
     python tools/profile_steps.py memory   # `gnnsparse train`'s GCN / GAT, float32 and int8, on the
                                            # arxiv-sized graph: peak memory of each phase of an epoch
 
@@ -149,13 +151,48 @@ def memory(epochs=3):
             del net, opt
 
 
+def transformer(n=169_343, e=1_166_243):
+    import gnnsparse as gs
+    import torch_geometric.nn as pnn
+    from gnnsparse.torch import nn as gnn
+
+    dev = torch.device("cuda")
+    g = torch.Generator().manual_seed(3)
+    ei = torch.randint(0, n, (2, e), generator=g).to(dev)
+    x = torch.randn(n, 128, generator=g).to(dev).requires_grad_()
+    for tag, lib in (("ours", gnn), ("pyg", pnn)):
+        torch.manual_seed(0)
+        layer = lib.TransformerConv(128, 32, heads=4).to(dev)
+        graph = gs.CSR.from_edge_index(ei, n) if tag == "ours" else ei
+
+        def step(layer=layer, graph=graph):
+            x.grad = None
+            layer.zero_grad(set_to_none=True)
+            y = layer(x, graph)
+            y.backward(torch.ones_like(y))
+
+        for _ in range(3):
+            step()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(10):
+            step()
+        torch.cuda.synchronize()
+        print(f"\n===== TransformerConv {tag}: {(time.perf_counter() - t0) / 10 * 1e3:.2f} ms forward + backward")
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(5):
+                step()
+            torch.cuda.synchronize()
+        print(_table(prof, "self_cuda_time_total", 25))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("what", choices=("quant", "models", "memory"))
+    p.add_argument("what", choices=("quant", "models", "memory", "transformer"))
     a = p.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("needs a CUDA GPU")
-    {"quant": quant, "models": models, "memory": memory}[a.what]()
+    {"quant": quant, "models": models, "memory": memory, "transformer": transformer}[a.what]()
 
 
 if __name__ == "__main__":
