@@ -103,6 +103,7 @@ def models():
             gpu = sum(k.self_device_time_total for k in prof.key_averages()) / 5
             print(f"GPU time / epoch {gpu / 1e3:.2f} ms (profiled)")
             print(_table(prof, "self_cpu_time_total", 25))
+            print(_table(prof, "self_cuda_time_total", 15))
 
 
 def memory(epochs=3):
