@@ -54,10 +54,9 @@ struct QGemmPlan {
 };
 
 inline int qgemm_tile(int64_t d) { return d <= 32 ? 32 : (d <= 64 ? 64 : 128); }
-inline int qgemm_bk(int bm, int bn) {
-  const int w = bm < bn ? bm : bn;
-  return 4096 / w < 32 ? 32 : 4096 / w;
-}
+// Rows per stage: 4096 / min(BM, BN), at least 32 (so each of the 256 threads moves whole 4 x 4
+// blocks of both operands; QGemmShape checks it).
+constexpr int qgemm_bk(int bm, int bn) { return 4096 / (bm < bn ? bm : bn) < 32 ? 32 : 4096 / (bm < bn ? bm : bn); }
 
 inline QGemmPlan plan_qgemm_tn(int64_t K, int64_t M, int64_t N) {
   QGemmPlan p;
@@ -83,7 +82,7 @@ struct QGemmShape {
   static constexpr int kThreads = QGemmTuning::kThreads;
   static constexpr int TM = BM / 16, TN = BN / 16;            // outputs per thread
   static constexpr int VA = TM < 4 ? TM : 4, VB = TN < 4 ? TN : 4;  // words per shared-memory load
-  static constexpr int BK = (4096 / (BM < BN ? BM : BN)) < 32 ? 32 : 4096 / (BM < BN ? BM : BN);
+  static constexpr int BK = qgemm_bk(BM, BN);
   static constexpr int KQ = BK / 4;                           // packed words per column per stage
   static constexpr int LA = KQ * (BM / 4) / kThreads;         // 4 x 4 blocks of A per thread per stage
   static constexpr int LB = KQ * (BN / 4) / kThreads;
