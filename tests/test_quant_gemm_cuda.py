@@ -226,3 +226,5 @@ def test_argument_errors():
         _gemm.int_matmul_tn(a8, b8, torch.empty(0))
     with pytest.raises(TypeError, match="torch tensors"):
         _gemm.int_matmul_tn(a8.numpy(), b8.numpy(), s.numpy())
+    with pytest.raises(TypeError, match="mix torch tensors"):
+        _gemm.int_matmul_tn(a8, b8.numpy(), s)

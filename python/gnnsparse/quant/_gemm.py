@@ -159,6 +159,8 @@ def int_matmul_tn(a8, b8, scale):
     kinds = {_arrays.kind(a8), _arrays.kind(b8), _arrays.kind(scale)}
     if len(kinds) != 1:
         raise ValueError(f"int_matmul_tn: operands and scale live on different devices ({sorted(kinds)})")
+    if len({_arrays.is_torch(x) for x in (a8, b8, scale)}) != 1:
+        raise TypeError("int_matmul_tn: operands and scale mix torch tensors with other arrays")
     if kinds != {"cuda"}:
         if not _arrays.is_torch(a8):
             raise TypeError("int_matmul_tn takes torch tensors, or CuPy arrays on a CUDA device")
