@@ -17,6 +17,9 @@ Cases (the CSR of bench/quant_ops.py: gnnsparse.bench.generators.regular_random,
   gemm    cuBLAS float32 X @ W; int8 with the separate passes (quantize X and W, _int_mm, scale
           pass -> float32, quantize the output for the next op) and the producer path (X arrives
           quantized; _int_mm + gs.quant.linear_q: the scale pass writes int8)
+  wgrad   the weight gradient dh^T x (n x C each): cuBLAS float32; int8 through torch._int_mm on
+          transposed copies in K chunks (the path before cuda/qgemm.cu) and through qgemm_tn
+          (both operands row-major, in place); both checked bit for bit against the exact product
   layer   one GCN layer, forward + backward: gnnsparse.torch.nn.GCNConv (float32) and
           gnnsparse.quant.nn.GCNConv (int8, producers), after warm-up steps; bytes the forward
           saves for the backward (torch.autograd.graph.saved_tensors_hooks, per storage)
@@ -158,6 +161,29 @@ def main(argv=None) -> int:
     record("int8 gemm producer (int8 X -> _int_mm -> int8 Y)", timeit(lambda: gs.quant.linear_q(QXg, QWt, st, 7)),
            t_mm, "cuBLAS fp32", n * Hd + 2 * n * Hd * 4 + n * Hd, note="X quantized by its own producer")
     del Xg, W, QXg, QWt, R
+
+    # ------------------------------------------------------------------ weight-gradient GEMM
+    print("== int8 weight-gradient GEMM (A^T B, K = n)")
+    from gnnsparse.quant import _gemm
+
+    dh, xw = torch.randn(n, C, generator=g, device=dev), torch.randn(n, C, generator=g, device=dev)
+    Qd, Qx = gs.quantize(dh, 8, seed=8), gs.quantize(xw, 8, seed=9)
+    a8, b8 = Qd.int8(), Qx.int8()
+    sab = Qd.scale[:1] * Qx.scale[:1]
+    want = (a8.t().double() @ b8.double()).float() * sab  # exact integers in fp64 (K 127^2 < 2^53)
+    check("int8 wgrad (qgemm_tn) = exact integer product, scaled", bool(torch.equal(_gemm.int_matmul_tn(a8, b8, sab), want)))
+    check("int8 wgrad, today's path = exact integer product, scaled",
+          bool(torch.equal(_gemm.int_matmul(a8.t().contiguous(), b8, sab), want)))
+    del want
+    t_wf = timeit(lambda: dh.t() @ xw)
+    wg_floor = n * 2 * C + C * C * 4  # A and B read once, C written
+    record("wgrad float32 cuBLAS dh^T @ x", t_wf, None, "", n * 2 * C * 4 + C * C * 4)
+    record("int8 wgrad, _int_mm on transposed copies + K chunks (before)",
+           timeit(lambda: _gemm.int_matmul(a8.t().contiguous(), b8, sab)), t_wf, "cuBLAS fp32", wg_floor,
+           note="floor: A, B read once")
+    record("int8 wgrad, qgemm_tn (row-major A, B in place)", timeit(lambda: _gemm.int_matmul_tn(a8, b8, sab)), t_wf,
+           "cuBLAS fp32", wg_floor, note="floor: A, B read once (the int32 partials add 2 nseg C^2 4 bytes)")
+    del dh, xw, Qd, Qx, a8, b8
 
     # ------------------------------------------------------------------ one GCN layer
     print("== one GCN layer step (forward + backward), C -> C")

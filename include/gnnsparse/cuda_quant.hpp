@@ -4,6 +4,7 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include "gnnsparse/qgemm.hpp"
 #include "gnnsparse/quant.hpp"
 
 namespace gnnsparse::cuda {
@@ -22,5 +23,9 @@ void requantize(const RequantizeArgs& a, cudaStream_t stream);
 void qsddmm(const QSddmmArgs& a, cudaStream_t stream);
 // Quantized FusedMM.
 void qfusedmm(const QFusedArgs& a, cudaStream_t stream);
+// C = scale * A^T B for row-major int8 A (K x M), B (K x N) (gnnsparse/qgemm.hpp): int32 partial
+// sums per K segment into a.work (qgemm_tn_work(K, M, N) int32), summed in int64 by a second launch.
+void qgemm_tn(const QGemmTnArgs& a, cudaStream_t stream);
+std::int64_t qgemm_tn_work(std::int64_t K, std::int64_t M, std::int64_t N);
 
 }  // namespace gnnsparse::cuda

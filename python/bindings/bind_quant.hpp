@@ -12,6 +12,8 @@
 //   qsddmm    (exec, A, op, X, x_scale, x_bits, Y, y_scale, y_bits, H, F, E)
 //   qfusedmm  (exec, A, op, edge, slope, X, x_scale, x_bits, Y, y_scale, y_bits,
 //              Z, z_scale, z_bits, H, F, D, out, E)
+//   qgemm_tn  (exec, A, lda, B, ldb, K, M, N, scale, C, work, work_size)   (bind_qgemm; CUDA only)
+//   qgemm_tn_work(exec, K, M, N) -> int32 elements of work
 //
 // exec is the backend's execution handle (CUDA: the stream as an int; SYCL: (queue, [events]));
 // A is a gnnsparse._core.CsrView; codes are those of gnnsparse/ops.hpp (reduce, op, edge) and
@@ -25,6 +27,7 @@
 #include <cstdint>
 
 #include "bind_ops.hpp"
+#include "gnnsparse/qgemm.hpp"
 #include "gnnsparse/quant.hpp"
 
 namespace gnnsparse::bindings {
@@ -155,6 +158,38 @@ void bind_quant(py::module_ &m) {
       py::arg("x_scale"), py::arg("x_bits"), py::arg("Y"), py::arg("y_scale"), py::arg("y_bits"), py::arg("Z"),
       py::arg("z_scale"), py::arg("z_bits"), py::arg("H"), py::arg("F"), py::arg("D"), py::arg("out"),
       py::arg("E"));
+}
+
+// The int8 TN GEMM (gnnsparse/qgemm.hpp), for a backend with static qgemm_tn(Exec&, const
+// QGemmTnArgs&) (GIL released) and qgemm_tn_work(Exec&, K, M, N); A, B: int8 addresses, rows
+// lda / ldb bytes apart; scale: one float32; C: M x N float32; work: int32 scratch.
+template <class Backend>
+void bind_qgemm(py::module_ &m) {
+  using Exec = typename Backend::Exec;
+  m.def(
+      "qgemm_tn",
+      [](Exec exec, addr A, std::int64_t lda, addr B, std::int64_t ldb, std::int64_t K, std::int64_t M,
+         std::int64_t N, addr scale, addr C, addr work, std::int64_t work_size) {
+        QGemmTnArgs a;
+        a.A = static_cast<const std::int8_t *>(cptr(A));
+        a.B = static_cast<const std::int8_t *>(cptr(B));
+        a.K = K;
+        a.M = M;
+        a.N = N;
+        a.lda = lda;
+        a.ldb = ldb;
+        a.scale = static_cast<const float *>(cptr(scale));
+        a.C = static_cast<float *>(mptr(C));
+        a.work = static_cast<std::int32_t *>(mptr(work));
+        a.work_size = work_size;
+        return Backend::qgemm_tn(exec, a);
+      },
+      py::arg("exec"), py::arg("A"), py::arg("lda"), py::arg("B"), py::arg("ldb"), py::arg("K"), py::arg("M"),
+      py::arg("N"), py::arg("scale"), py::arg("C"), py::arg("work"), py::arg("work_size"));
+  m.def(
+      "qgemm_tn_work",
+      [](Exec exec, std::int64_t K, std::int64_t M, std::int64_t N) { return Backend::qgemm_tn_work(exec, K, M, N); },
+      py::arg("exec"), py::arg("K"), py::arg("M"), py::arg("N"));
 }
 
 }  // namespace gnnsparse::bindings

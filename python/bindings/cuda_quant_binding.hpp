@@ -38,8 +38,18 @@ struct CudaQuantBackend {
     py::gil_scoped_release nogil;
     cuda::qfusedmm(a, stream(s));
   }
+  static void qgemm_tn(Exec &s, const QGemmTnArgs &a) {
+    py::gil_scoped_release nogil;
+    cuda::qgemm_tn(a, stream(s));
+  }
+  static std::int64_t qgemm_tn_work(Exec &, std::int64_t K, std::int64_t M, std::int64_t N) {
+    return cuda::qgemm_tn_work(K, M, N);
+  }
 };
 
-inline void bind_quant_cuda(py::module_ &m) { bind_quant<CudaQuantBackend>(m); }
+inline void bind_quant_cuda(py::module_ &m) {
+  bind_quant<CudaQuantBackend>(m);
+  bind_qgemm<CudaQuantBackend>(m);
+}
 
 }  // namespace gnnsparse::bindings

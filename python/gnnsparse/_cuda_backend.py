@@ -265,6 +265,17 @@ class CudaBackend:
                 ybits, run.addr(Z), run.addr(zs), zbits, H, F, D, run.addr(out), run.addr(E))
         return out, E
 
+    def qgemm_tn(self, A, B, K, M, N, scale):
+        """C = scale * A^T B, float32 (M, N), for row-major int8 A (K x M), B (K x N) and a float32
+        scale on the device (cuda/qgemm.cu; int32 scratch allocated here)."""
+        run = _run(A)
+        C = _empty_as(run, (M, N), "float32")
+        n = _launch(run, _ext.qgemm_tn_work, K, M, N)
+        work = _empty_as(run, (max(n, 1),), "int32")
+        _launch(run, _ext.qgemm_tn, run.addr(A), M, run.addr(B), N, K, M, N, run.addr(scale), run.addr(C),
+                run.addr(work), n)
+        return C
+
 
 def _edge_dtype(X) -> str:
     """The edge-value dtype for features X: theirs, float32 for 16-bit ones (ops.hpp)."""

@@ -7,6 +7,10 @@ operand column-major: the weight is kept as W^T (N x K, row-major, as torch.nn.L
 and passed as its transposed view. Shapes that miss the constraints are zero-padded (zeros add
 nothing to the integer products). int32 overflow guard: K * qmax_A * qmax_B <= 2^31 - 1
 (K <= 133,143 for int8); longer K is split into chunks whose int32 products are summed in int64.
+
+The weight gradient A^T B (A: K x M, B: K x N, K a graph's nodes) takes int_matmul_tn: on CUDA the
+backend's qgemm_tn kernel (cuda/qgemm.cu) reads both operands row-major as they are, without the
+transposed copies and K chunks torch._int_mm needs; elsewhere int_matmul on A's transposed copy.
 """
 from __future__ import annotations
 
@@ -133,6 +137,40 @@ def int_matmul(a8, b8, scale, kmax: int = 133_143):
     else:  # the CPU's promoting multiply is not vectorized: convert, then scale in place
         Y = acc.to(torch.float32).mul_(scale)
     return Y[:M, :N] if Y.shape != (M, N) else Y
+
+
+def int_matmul_tn(a8, b8, scale):
+    """(a8^T @ b8) * scale as float32 (M, N), for int8 matrices a8 (K x M) and b8 (K x N) (torch
+    tensors or CuPy arrays, rows contiguous) and `scale` one float32 element on their device (no
+    host round trip). The integer product is exact (int32 per K segment, int64 across segments),
+    then fl32(fl32(acc) * scale): the bits of int_matmul(a8.t(), b8, scale). On CUDA one kernel
+    pair reads a8 and b8 in place (gnnsparse/qgemm.hpp); on other devices a8^T is copied and
+    int_matmul runs."""
+    shp_a, shp_b = _arrays.shape_of(a8), _arrays.shape_of(b8)
+    if len(shp_a) != 2 or len(shp_b) != 2:
+        raise ValueError(f"int_matmul_tn takes 2-D operands, got shapes {shp_a} and {shp_b}")
+    if shp_a[0] != shp_b[0]:
+        raise ValueError(f"int_matmul_tn: a8 (K x M) and b8 (K x N) must have the same rows, got {shp_a} and {shp_b}")
+    for name, x in (("a8", a8), ("b8", b8)):
+        if _arrays.dtype_name(x) != "int8":
+            raise TypeError(f"int_matmul_tn: {name} must be int8, got {_arrays.dtype_name(x)}")
+    if _arrays.dtype_name(scale) != "float32" or int(np.prod(_arrays.shape_of(scale))) < 1:
+        raise TypeError("int_matmul_tn: scale must be a float32 array of at least one element on the operands' device")
+    kinds = {_arrays.kind(a8), _arrays.kind(b8), _arrays.kind(scale)}
+    if len(kinds) != 1:
+        raise ValueError(f"int_matmul_tn: operands and scale live on different devices ({sorted(kinds)})")
+    if len({_arrays.is_torch(x) for x in (a8, b8, scale)}) != 1:
+        raise TypeError("int_matmul_tn: operands and scale mix torch tensors with other arrays")
+    if kinds != {"cuda"}:
+        if not _arrays.is_torch(a8):
+            raise TypeError("int_matmul_tn takes torch tensors, or CuPy arrays on a CUDA device")
+        return int_matmul(a8.t().contiguous(), b8, scale.reshape(-1)[:1])
+    b = backend_for(a8)
+    if b.place(a8) != b.place(b8) or b.place(a8) != b.place(scale):
+        raise ValueError(f"int_matmul_tn: operands and scale are on different GPUs ({b.place(a8)}, {b.place(b8)}, "
+                         f"{b.place(scale)})")
+    K, M = shp_a
+    return b.qgemm_tn(b.prepare(a8), b.prepare(b8), K, M, shp_b[1], b.prepare(scale.reshape(-1)[:1]))
 
 
 def _int_acc(a8, b8, kmax: int):
