@@ -47,7 +47,7 @@
 // is set from). --suite check: the panel kernels forced in every shape, column block, K split and
 // index type against cuSPARSE (run_check).
 // Extra rows of the graph suite: spmm_nw (unweighted), spmm_max (max with an int64 arg output),
-// spmm_bf16 (bf16 features, against our fp32 sum), fusedmm_yz (FusedMM whose SpMM operand is the
+// spmm_bf16 / spmm_f16 (bf16 / fp16 features, against our fp32 sum), fusedmm_yz (FusedMM whose SpMM operand is the
 // SDDMM's Y: one gathered row feeds both products), fused_sm (dot -> row softmax -> SpMM), fused_sm_h4
 // (the same with 4 heads of N columns, the multi-head attention layers' shape).
 #include <cublas_v2.h>
@@ -68,6 +68,7 @@
 #include <vector>
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include "cuda_bench.cuh"
 #include "gnnsparse/cuda.hpp"
@@ -413,6 +414,14 @@ __global__ void from_bf16_kernel(const __nv_bfloat16* x, float* y, int64_t n) {
   const int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (k < n) y[k] = __bfloat162float(x[k]);
 }
+__global__ void to_f16_kernel(const float* x, __half* y, int64_t n) {
+  const int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (k < n) y[k] = __float2half_rn(x[k]);
+}
+__global__ void from_f16_kernel(const __half* x, float* y, int64_t n) {
+  const int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (k < n) y[k] = __half2float(x[k]);
+}
 
 // D (M x K, zeroed) = A densified; one block per row (the grid has no repeated columns).
 __global__ void densify_kernel(const int* rowptr, const int* col, const float* val, float* D, int64_t M,
@@ -460,7 +469,8 @@ static void bench_spmm(const std::string& suite, const std::string& name, CuSpar
   const bool extra = suite == "graphs" || suite == "issue";
   const bool w_sum = wanted(name, "spmm", N), w_nw = extra && wanted(name, "spmm_nw", N),
              w_max = extra && wanted(name, "spmm_max", N),
-             w_bf = suite == "graphs" && (N == 32 || N == 128) && wanted(name, "spmm_bf16", N);
+             w_bf = suite == "graphs" && (N == 32 || N == 128) && wanted(name, "spmm_bf16", N),
+             w_h = suite == "graphs" && (N == 32 || N == 128) && wanted(name, "spmm_f16", N);
   const bool dense_ish = suite == "grid" || suite == "sweep";
   const bool w_row = dense_ish && wanted(name, "spmm_row", N),
              w_panel = suite == "sweep" && wanted(name, "spmm_panel", N),
@@ -469,7 +479,7 @@ static void bench_spmm(const std::string& suite, const std::string& name, CuSpar
   for (int bn : {32, 64, 128})
     w_var = w_var || (g_variants && suite == "grid" && N >= bn && wanted(name, "spmm_bn" + std::to_string(bn), N));
   const bool w_extra = w_row || w_panel || w_dense || w_var;
-  if (!w_sum && !w_nw && !w_max && !w_bf && !w_extra) return;
+  if (!w_sum && !w_nw && !w_max && !w_bf && !w_h && !w_extra) return;
   float* X = drand(A.K * N, 11 + N);
   float* Y = dalloc(A.M * N);
   float* Yr = dalloc(A.M * N);
@@ -478,7 +488,7 @@ static void bench_spmm(const std::string& suite, const std::string& name, CuSpar
   r.bytes = csr_bytes(A, true) + gather_bytes(A.K, A.nnz, N) + out_bytes;
   r.l2_bytes = csr_bytes(A, true) + l2_gather_bytes(A.nnz, N) + out_bytes;
   r.flops = 2.0 * A.nnz * N;
-  if (w_sum || w_bf || w_extra) {
+  if (w_sum || w_bf || w_h || w_extra) {
     time_ours(tm, r, [&](void* y) { our_spmm(A, A.val, Reduce::sum, X, y, nullptr, N); }, Y,
               A.M * N * 4);
     if (with_ref) {
@@ -564,32 +574,54 @@ static void bench_spmm(const std::string& suite, const std::string& name, CuSpar
     report(m);
     cudaFree(both);
   }
-  if (w_bf) {
-    // bf16 features (fp32 values, fp32 accumulation): against our fp32 sum, same run.
-    __nv_bfloat16 *Xb, *Yb;
-    CK(cudaMalloc(&Xb, A.K * N * 2));
-    CK(cudaMalloc(&Yb, A.M * N * 2));
-    to_bf16_kernel<<<(A.K * N + 255) / 256, 256>>>(X, Xb, A.K * N);
-    CK(cudaGetLastError());
+  // 16-bit features (fp32 values, fp32 accumulation, 16-bit output): against our fp32 sum, same run.
+  auto half_row = [&](const char* op, DType dt, auto to16, auto from16, double tol) {
+    void *X16, *Y16;
+    CK(cudaMalloc(&X16, A.K * N * 2));
+    CK(cudaMalloc(&Y16, A.M * N * 2));
+    to16(X, X16, A.K * N);
     Row b = r;
-    b.op = "spmm_bf16";
+    b.op = op;
     b.ref_us = r.ours_us;
     b.ref_name = "ours_fp32";
     b.bitwise_ours = true;
-    time_ours(tm, b, [&](void* y) { our_spmm(A, A.val, Reduce::sum, Xb, y, nullptr, N, DType::bf16); },
-              Yb, A.M * N * 2);
-    from_bf16_kernel<<<(A.M * N + 255) / 256, 256>>>(Yb, Yr, A.M * N);
-    CK(cudaGetLastError());
+    time_ours(tm, b, [&](void* y) { our_spmm(A, A.val, Reduce::sum, X16, y, nullptr, N, dt); }, Y16,
+              A.M * N * 2);
+    from16(Y16, Yr, A.M * N);
     our_spmm(A, A.val, Reduce::sum, X, Y, nullptr, N);  // the fp32 result (Y may hold another row's)
     CK(cudaDeviceSynchronize());
     b.err = rel_err(Yr, Y, A.M * N);
-    b.ok = b.err < 3e-2;  // bf16 inputs and output: 8 significant bits
+    b.ok = b.err < tol;
     b.bytes = csr_bytes(A, true) + gather_bytes(A.K, A.nnz, N, 2) + A.M * N * 2.0;
     b.l2_bytes = csr_bytes(A, true) + l2_gather_bytes(A.nnz, N, 2) + A.M * N * 2.0;
     report(b);
-    cudaFree(Xb);
-    cudaFree(Yb);
-  }
+    cudaFree(X16);
+    cudaFree(Y16);
+  };
+  const unsigned in_blocks = static_cast<unsigned>((A.K * N + 255) / 256),
+                 out_blocks = static_cast<unsigned>((A.M * N + 255) / 256);
+  if (w_bf)  // inputs and output rounded to 8 significant bits
+    half_row("spmm_bf16", DType::bf16,
+             [&](const float* x, void* y, int64_t n) {
+               to_bf16_kernel<<<in_blocks, 256>>>(x, static_cast<__nv_bfloat16*>(y), n);
+               CK(cudaGetLastError());
+             },
+             [&](const void* y, float* out, int64_t n) {
+               from_bf16_kernel<<<out_blocks, 256>>>(static_cast<const __nv_bfloat16*>(y), out, n);
+               CK(cudaGetLastError());
+             },
+             3e-2);
+  if (w_h)  // 11 significant bits
+    half_row("spmm_f16", DType::f16,
+             [&](const float* x, void* y, int64_t n) {
+               to_f16_kernel<<<in_blocks, 256>>>(x, static_cast<__half*>(y), n);
+               CK(cudaGetLastError());
+             },
+             [&](const void* y, float* out, int64_t n) {
+               from_f16_kernel<<<out_blocks, 256>>>(static_cast<const __half*>(y), out, n);
+               CK(cudaGetLastError());
+             },
+             4e-3);
   cudaFree(X);
   cudaFree(Y);
   cudaFree(Yr);
@@ -945,8 +977,10 @@ static void print_graph_targets() {
     }
   for (const char* g : {uni, ax})
     for (int64_t C : {32, 128})
-      if (const Row* r = find_row(g, "spmm_bf16", C))
-        printf("  SpMM bf16 %-16s C=%-4lld %5.2fx our fp32 -> >= 1.8x (C = 128)\n", g, (long long)C, r->ref_us / r->ours_us);
+      for (const char* op : {"spmm_bf16", "spmm_f16"})
+        if (const Row* r = find_row(g, op, C))
+          printf("  SpMM %-4s %-16s C=%-4lld %5.2fx our fp32 -> >= 1.8x (C = 128)\n", op + 5, g, (long long)C,
+                 r->ref_us / r->ours_us);
 }
 
 // The rows the kernel targets name, then the ratios they are stated in.

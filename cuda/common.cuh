@@ -76,6 +76,89 @@ __device__ __forceinline__ void store_vec(T* __restrict__ p, const A (&in)[V]) {
   *reinterpret_cast<VecT<T, V>*>(p) = r;
 }
 
+// A gathered vector of V 16-bit T held as whole 32-bit words (one word for V = 1, upper half
+// zero), for gathers that are loaded under a predicate and used later. Loaded as VecT<T, V>, a
+// predicated load writes half registers, which the compiler merges into their registers right
+// after the load (PRMT): every load then waits for its data before the next one is issued, so a
+// lane has one gather in flight instead of all of them (the SpMM row kernel's fp16 / bf16
+// instances, SASS of 2026-12-02). Whole words keep the loads in flight; the elements are unpacked
+// where they are used, exactly (fp16 / bf16 -> fp32 is exact). 4- and 8-byte T keep VecT, whose
+// predicated loads already write whole registers (GatherVec picks).
+template <class T, int V> struct RawVec {
+  static_assert(sizeof(T) == 2 && (V == 1 || V == 2 || V == 4 || V == 8), "RawVec: 16-bit T, 2 to 16 bytes");
+  static constexpr int kBytes = 2 * V;
+  static constexpr int kWords = V == 1 ? 1 : V / 2;
+  uint32_t w[kWords];
+};
+template <class T, int V> using GatherVec = std::conditional_t<sizeof(T) == 2, RawVec<T, V>, VecT<T, V>>;
+
+template <class T, int V>
+__device__ __forceinline__ GatherVec<T, V> load_gather(const T* __restrict__ p) {
+  using G = GatherVec<T, V>;
+  if constexpr (sizeof(T) != 2) {
+    return *reinterpret_cast<const G*>(p);
+  } else {
+    G r;
+    if constexpr (V == 8) {
+      const uint4 q = *reinterpret_cast<const uint4*>(p);
+      r.w[0] = q.x; r.w[1] = q.y; r.w[2] = q.z; r.w[3] = q.w;
+    } else if constexpr (V == 4) {
+      const uint2 q = *reinterpret_cast<const uint2*>(p);
+      r.w[0] = q.x; r.w[1] = q.y;
+    } else if constexpr (V == 2) {
+      r.w[0] = *reinterpret_cast<const uint32_t*>(p);
+    } else {
+      r.w[0] = *reinterpret_cast<const unsigned short*>(p);
+    }
+    return r;
+  }
+}
+// Element e (a constant after unrolling) of a gathered vector, converted to the accumulator A.
+template <class A, class T, int V>
+__device__ __forceinline__ A gather_elem(const VecT<T, V>& r, int e) { return to_acc<A>(r.v[e]); }
+template <class A, class T, int V>
+__device__ __forceinline__ A gather_elem(const RawVec<T, V>& r, int e) {
+  const uint32_t word = r.w[e / 2];
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)  // a bf16 is the upper half of an fp32
+    return static_cast<A>(__uint_as_float(e % 2 == 0 ? word << 16 : word & 0xffff0000u));
+  else
+    return static_cast<A>(__half2float(__ushort_as_half(static_cast<unsigned short>(e % 2 == 0 ? word : word >> 16))));
+}
+// V values rounded to T and stored. 16-bit T: packed in pairs into whole words and written with
+// one (up to) 16-byte store (store_vec's aggregate copy of a VecT compiles to 4-byte stores, and a
+// plain uint4 store did as well in the SpMM row kernel: hence the st.global.v4 / .v2 asm). 4- and
+// 8-byte T: store_vec, whose register allocation in the SpMM row kernel the asm changed (a 32-byte
+// spill of the fp32 / int64-index mean instance on sm_90).
+template <class T, int V, class A>
+__device__ __forceinline__ void store_packed(T* __restrict__ p, const A (&in)[V]) {
+  if constexpr (sizeof(T) != 2) {
+    store_vec<T, V>(p, in);
+  } else {
+    static_assert(V == 1 || V == 2 || V == 4 || V == 8, "store_packed: 2 to 16 bytes");
+    uint32_t h[V];
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      const T t = from_acc<T>(in[e]);
+      if constexpr (std::is_same_v<T, __nv_bfloat16>) h[e] = __bfloat16_as_ushort(t);
+      else h[e] = __half_as_ushort(t);
+    }
+    if constexpr (V == 1) {
+      *reinterpret_cast<unsigned short*>(p) = static_cast<unsigned short>(h[0]);
+    } else {
+      uint32_t w[V / 2];
+#pragma unroll
+      for (int e = 0; e < V; e += 2) w[e / 2] = h[e] | (h[e + 1] << 16);
+      if constexpr (V == 8)
+        asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(w[0]), "r"(w[1]), "r"(w[2]),
+                     "r"(w[3]) : "memory");
+      else if constexpr (V == 4)
+        asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(p), "r"(w[0]), "r"(w[1]) : "memory");
+      else
+        *reinterpret_cast<uint32_t*>(p) = w[0];
+    }
+  }
+}
+
 // Largest r in [0, M) with rowptr[r] <= p; for p < nnz this is the row that holds entry p.
 template <class I>
 __device__ __forceinline__ int64_t row_of(const I* __restrict__ rowptr, int64_t M, int64_t p) {

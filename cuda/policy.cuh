@@ -95,6 +95,10 @@ struct SpmmTuning {
   static constexpr int kVecsPerLane = 2;           // TL on the vector path (sum / mean)
   static constexpr int kScalarColsPerLane = 5;     // columns each lane owns on the scalar path
   static constexpr int kLoadBytes = 128;           // bytes a lane keeps in flight -> U
+  static constexpr int kLoadBytes16 = 160;         // the same for 16-bit features (sum / mean)
+                                                   // in the row kernel: U = 5 at TL = 2, <= 124
+                                                   // registers, still 2 resident blocks (U = 4:
+                                                   // 108; U = 6 spilled 8-24 bytes on sm_80)
   static constexpr int kArgLoadBytes = 64;         // the same for max / min (register cap)
   static constexpr int kMaxUnroll = 8;
   static constexpr int kScalarLoadElems = 20;      // scalar path: elements in flight per lane
@@ -102,18 +106,24 @@ struct SpmmTuning {
   static constexpr int64_t kWarpRowMin = 32;       // longer rows get a whole warp (when P == 1)
 };
 
-// Edges in flight per lane: the byte budget over the bytes a lane loads per edge.
-template <int TL, int V, int ElemBytes, bool Arg>
+// Edges in flight per lane: the byte budget over the bytes a lane loads per edge. Row: the row
+// kernel (the hub pass's segment kernel keeps kLoadBytes: it has no register cap, and at U = 5
+// its fp16 instance rose from 100 to 133 registers, one resident block instead of two).
+template <int TL, int V, int ElemBytes, bool Arg, bool Row>
 constexpr int spmm_unroll() {
   constexpr int per_edge = TL * V * ElemBytes;
-  constexpr int u = V == 1 ? SpmmTuning::kScalarLoadElems / TL
-                           : (Arg ? SpmmTuning::kArgLoadBytes : SpmmTuning::kLoadBytes) / per_edge;
+  constexpr int bytes = Arg ? SpmmTuning::kArgLoadBytes
+                            : (Row && ElemBytes == 2 ? SpmmTuning::kLoadBytes16 : SpmmTuning::kLoadBytes);
+  constexpr int u = V == 1 ? SpmmTuning::kScalarLoadElems / TL : bytes / per_edge;
   return u < 1 ? 1 : (u > SpmmTuning::kMaxUnroll ? SpmmTuning::kMaxUnroll : u);
 }
-// 16-byte vectors for every dtype. (2-byte features: a 16-byte vector needs 8 fp32 accumulators,
-// so the row kernel needs 128 registers and keeps 16 warps resident; bf16 at C = 128 ran at 32 %
-// of DRAM bandwidth with 13.7 cycles of long-scoreboard stall per issue, ncu 2026-12-01. 8-byte
-// vectors at 80 registers spilled 288 bytes: not taken.)
+// 16-byte vectors for every dtype. 2-byte features: a 16-byte vector needs 8 fp32 accumulators,
+// so the row kernel keeps 2 blocks (16 warps) resident: at 3 (<= 80 registers) it spilled 128-204
+// bytes. Until 2026-12-02 their gathers were held as VecT of 16-bit elements, and each predicated
+// load was merged into half registers right after it was issued, so a lane waited for each
+// gather in turn (bf16 at C = 128: 32 % of DRAM bandwidth, 13.7 cycles of long-scoreboard stall
+// per issue, 0.76x our fp32, ncu 2026-12-02); they are held as whole words now (RawVec,
+// common.cuh), all U x TL in flight, and the spare registers of the 2 blocks go to U (kLoadBytes16).
 constexpr int spmm_vec(int elem_bytes) { return 16 / elem_bytes; }
 
 struct SpmmPlan {

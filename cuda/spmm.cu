@@ -20,13 +20,14 @@
 
 namespace gnnsparse::cuda_detail {
 
-template <class T, class I, Reduce R, int V, int TL>
+// Row: the row kernel's agent (its edges-in-flight budget, spmm_unroll); false: the segment kernel's.
+template <class T, class I, Reduce R, int V, int TL, bool Row>
 struct SpmmAgent {
   using A = typename AccOf<T>::type;
   using VT = typename ValOf<T>::type;
   using Red = Reducer<A, R>;
-  using Vec = VecT<T, V>;
-  static constexpr int U = spmm_unroll<TL, V, int(sizeof(T)), Red::kHasArg>();
+  using Gv = GatherVec<T, V>;  // a gathered vector (16-bit T: as whole 32-bit words)
+  static constexpr int U = spmm_unroll<TL, V, int(sizeof(T)), Red::kHasArg, Row>();
   // max / min keep the winning edge as an int32 offset from the start of the range a group
   // reduces (at most max(hub threshold, segment) <= 2^30 entries), widened once when written.
   using Arg = int32_t;
@@ -96,12 +97,13 @@ struct SpmmAgent {
         j[u] = jn[u];
         w[u] = (weighted && k + u < k1) ? static_cast<A>(__ldg(val + k + u)) : A(1);
       }
-      Vec x[U][TL];
+      // the U x TL gathers, all issued before the first is used
+      Gv x[U][TL];
 #pragma unroll
       for (int u = 0; u < U; ++u)
 #pragma unroll
         for (int t = 0; t < TL; ++t)
-          if (ok[t] && k + u < k1) x[u][t] = *reinterpret_cast<const Vec*>(X + static_cast<int64_t>(j[u]) * C + c[t]);
+          if (ok[t] && k + u < k1) x[u][t] = load_gather<T, V>(X + static_cast<int64_t>(j[u]) * C + c[t]);
       if constexpr (kPrefetch)
         if (k + U < k1) indices(k + U);
 #pragma unroll
@@ -112,7 +114,7 @@ struct SpmmAgent {
           if (!ok[t]) continue;
 #pragma unroll
           for (int e = 0; e < V; ++e) {
-            const A xv = to_acc<A>(x[u][t].v[e]);
+            const A xv = gather_elem<A>(x[u][t], e);
             const A m = weighted ? w[u] * xv : xv;
             step(acc[t][e], arg[t][e], m, static_cast<Arg>(k + u - kb));
           }
@@ -142,7 +144,7 @@ struct SpmmAgent {
       A out[V];
 #pragma unroll
       for (int e = 0; e < V; ++e) out[e] = Red::write(acc[t][e], deg);
-      store_vec<T, V>(Y + row * C + c[t], out);
+      store_packed<T, V>(Y + row * C + c[t], out);
       if constexpr (Red::kHasArg) {
         if (argout != nullptr) {
           int64_t g[V];
@@ -260,7 +262,7 @@ spmm_segment_kernel(const I* __restrict__ rowptr, const I* __restrict__ col,
                     const typename ValOf<T>::type* __restrict__ val, const T* __restrict__ X,
                     int64_t C, int Gc, HubGeometry g, typename AccOf<T>::type* __restrict__ wsv,
                     int64_t* __restrict__ wsa) {
-  using Ag = SpmmAgent<T, I, R, V, TL>;
+  using Ag = SpmmAgent<T, I, R, V, TL, false>;
   using A = typename Ag::A;
   if (*g.flag == 0) return;
   const int64_t s = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
@@ -298,7 +300,7 @@ spmm_row_kernel(const I* __restrict__ rowptr, const I* __restrict__ col,
                 const typename ValOf<T>::type* __restrict__ val, const T* __restrict__ X,
                 T* __restrict__ Y, int64_t* __restrict__ argout, int64_t M, int64_t C, int Gc,
                 int P, int64_t hub_thr) {
-  using Ag = SpmmAgent<T, I, R, V, TL>;
+  using Ag = SpmmAgent<T, I, R, V, TL, true>;
   using A = typename Ag::A;
   const int G = Gc * P;
   const int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / G;

@@ -267,6 +267,133 @@ def test_spmm_all_empty_and_zero_nnz():
     assert torch.count_nonzero(Y) == 0 and bool((arg == -1).all())
 
 
+# ---- SpMM, 16-bit features: every path of the plan, tight bounds -------------------------------
+# fp16 / bf16 gathers are held as whole 32-bit words and unpacked where they are used (common.cuh
+# RawVec); outputs are packed in pairs. These cases cover the vector path (C % 8 == 0: one or two
+# 16-byte vectors per lane, several column blocks), the scalar path (odd C, or X not 16-byte
+# aligned), rows taken by a whole warp, a hub row and empty rows; sum / mean are held to one ulp
+# of the output type (plus fp32 accumulation error), max / min to exact values and edges.
+
+ULP16 = {"bfloat16": 2.0 ** -7, "float16": 2.0 ** -10}  # one ulp relative to |value|, at most
+TINY16 = {"bfloat16": 2.0 ** -133, "float16": 2.0 ** -24}  # the spacing of subnormals
+
+
+def mixed_graph(M, K, seed, hub=0, long_rows=8, max_deg=None):
+    """Rows of Poisson(10) entries (a fifth empty, and the last), `long_rows` rows of 33..200 entries
+    (a whole warp takes them), optionally one hub row; duplicate edges, unsorted columns."""
+    rng = np.random.default_rng(seed)
+    deg = rng.poisson(10, M).astype(np.int64)
+    if max_deg is not None:
+        deg = np.minimum(deg, max_deg)
+    deg[rng.random(M) < 0.2] = 0
+    if long_rows:
+        deg[rng.choice(M - 1, long_rows, replace=False)] = rng.integers(33, 201, long_rows)
+    if hub:
+        deg[M // 2] = hub
+    deg[M - 1] = 0
+    rowptr = np.zeros(M + 1, np.int64)
+    np.cumsum(deg, out=rowptr[1:])
+    col = rng.integers(0, K, int(rowptr[-1])).astype(np.int64)
+    col[1] = col[0]  # a duplicate edge
+    val = rng.uniform(-1.0, 1.0, col.size).astype(np.float32)
+    return rowptr, col, val
+
+
+def rand16(K, C, dt, seed, offset=0):
+    """Features whose 16-bit patterns use every mantissa bit; with offset > 0 the tensor starts
+    `offset` elements into its allocation (not 16-byte aligned: the scalar path)."""
+    x = np.random.default_rng(seed).uniform(-1.0, 1.0, K * C)
+    buf = torch.zeros(offset + K * C, dtype=DTYPES[dt], device=DEV)
+    buf[offset:] = torch.from_numpy(x).to(DEV, DTYPES[dt])
+    X = buf[offset:].view(K, C)
+    assert (X.data_ptr() % 16 == 0) == (offset == 0)
+    return X
+
+
+def spmm16(r, c, v, X, M, K, reduce):
+    """One call with poisoned outputs (NaN values, a huge arg), checked to be fully written."""
+    want_arg = reduce in ("max", "min")
+    poison()
+    Y, arg = cudab.spmm(r, c, v, X, M, K, reduce, want_arg)
+    torch.cuda.synchronize()
+    assert not torch.isnan(Y).any(), "an output element left unwritten (poisoned NaN)"
+    if want_arg:
+        assert bool(((arg >= -1) & (arg < c.shape[0])).all()), "an arg left unwritten (poisoned)"
+    return Y, arg
+
+
+def check_spmm16(rowptr, col, val, M, K, X, dt, itype, reduce):
+    r, c, v = dev_graph(rowptr, col, val, itype, torch.float32)
+    Y, arg = spmm16(r, c, v, X, M, K, reduce)
+    A = ns(rowptr, col, v, M, K)
+    Xh = host(X)  # the 16-bit inputs, exactly
+    got = host(Y).astype(np.float64)
+    if reduce in ("max", "min"):
+        Yr, argr = ref.spmm(A, Xh, reduce, return_arg=True, dtype=np.float32)
+        np.testing.assert_array_equal(host(arg), argr)
+        want = torch.from_numpy(np.ascontiguousarray(Yr)).to(DEV).to(DTYPES[dt])
+        np.testing.assert_array_equal(got, host(want).astype(np.float64))
+    else:
+        want = ref.spmm(A, Xh, reduce)  # fp64
+        Aabs = ns(rowptr, col, None if v is None else v.abs(), M, K)
+        mag = ref.spmm(Aabs, np.abs(Xh), reduce)  # the sum of |messages| (over deg for mean)
+        err = np.abs(got - want)
+        # one ulp of the output type, fp32 accumulation error, a subnormal's rounding (fp16)
+        bound = ULP16[dt] * np.abs(want) + 2.0 ** -16 * mag + TINY16[dt]
+        worst = np.unravel_index(np.argmax(err - bound), err.shape)
+        assert (err <= bound).all(), (worst, got[worst], want[worst], bound[worst])
+    Y2, arg2 = spmm16(r, c, v, X, M, K, reduce)
+    same_bits(Y, Y2)
+    if arg is not None:
+        assert torch.equal(arg, arg2)
+
+
+@pytest.mark.parametrize("dt", ["bfloat16", "float16"])
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min"])
+@pytest.mark.parametrize("C", [1, 7, 8, 16, 32, 33, 128, 130, 520])
+def test_spmm16_paths(dt, reduce, C):
+    # M odd; rows of ~10 entries (two batches of U = 5 edges on the vector path), warp-taken rows,
+    # empty rows; weighted with int32 indices, unweighted with int64
+    M, K = 301, 257
+    rowptr, col, val = mixed_graph(M, K, seed=C)
+    X = rand16(K, C, dt, seed=C + 1)
+    check_spmm16(rowptr, col, val, M, K, X, dt, "int32", reduce)
+    check_spmm16(rowptr, col, None, M, K, X, dt, "int64", reduce)
+
+
+@pytest.mark.parametrize("dt", ["bfloat16", "float16"])
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max"])
+@pytest.mark.parametrize("C", [32, 128, 130])
+def test_spmm16_hub(dt, reduce, C):
+    # one row of 3000 entries (> the hub threshold of 512 here): the hub pass's segment kernel
+    M, K = 301, 1000
+    rowptr, col, val = mixed_graph(M, K, seed=5, hub=3000)
+    X = rand16(K, C, dt, seed=9)
+    check_spmm16(rowptr, col, val, M, K, X, dt, "int32", reduce)
+
+
+@pytest.mark.parametrize("dt", ["bfloat16", "float16"])
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min"])
+@pytest.mark.parametrize("C", [16, 128, 520])
+def test_spmm16_vector_equals_scalar(dt, reduce, C):
+    # Rows of at most 32 entries and no hub: each output element is reduced by one lane in ascending
+    # edge order on both paths, so the 16-byte vector path (aligned X) and the scalar path (X one
+    # element past a 16-byte boundary) give the same bits: a lane that unpacked a word's halves
+    # into the wrong columns, or lost low mantissa bits, differs.
+    M, K = 1001, 300
+    rowptr, col, val = mixed_graph(M, K, seed=C, long_rows=0, max_deg=32)
+    r, c, v = dev_graph(rowptr, col, val, "int32", torch.float32)
+    Xa = rand16(K, C, dt, seed=3)
+    Xu = rand16(K, C, dt, seed=3, offset=1)
+    assert torch.equal(Xa, Xu)
+    Ya, arga = spmm16(r, c, v, Xa, M, K, reduce)
+    Yu, argu = spmm16(r, c, v, Xu, M, K, reduce)
+    same_bits(Ya, Yu)
+    if arga is not None:
+        assert torch.equal(arga, argu)
+    check_spmm16(rowptr, col, val, M, K, Xa, dt, "int32", reduce)
+
+
 # ---- SDDMM --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dt", list(DTYPES))
