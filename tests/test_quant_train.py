@@ -108,6 +108,22 @@ def test_error_x_rule_matches_numpy():
     assert bits == min((b for b, e in errs.items() if e < 0.3), default=None)
 
 
+def test_error_x_in_chunks(monkeypatch):
+    """Error_X is summed in float64 a chunk at a time (no float64 copy of the whole tensor): the
+    same value as the whole-tensor formula, for torch and NumPy inputs, chunks that do not divide
+    the size."""
+    sycl_or_skip()
+    from gnnsparse.quant import _select
+
+    monkeypatch.setattr(_select, "_CHUNK", 1000)
+    rng = np.random.default_rng(3)
+    h = np.maximum(rng.standard_normal((701, 13)), 0).astype(np.float32)
+    for X in (torch.from_numpy(h), h):
+        Q = gs.quantize(X, 8, True, 2)
+        want = qmodel.error_x(h, np.asarray(gs.dequantize(Q)))
+        assert gs.quant.error_x(X, Q) == pytest.approx(want, rel=1e-12)
+
+
 def test_train_compare_over_seeds(capsys):
     """`train --quant --compare fp32 --seeds 3`: every model trained with three seeds (from the same
     graph), the table shows mean +- std (worst), the comparison the per-seed accuracy ratio (mean

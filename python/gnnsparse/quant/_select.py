@@ -14,27 +14,36 @@ from ._tensor import dequantize, quantize
 
 EPS = 5e-4
 THRESHOLD = 0.3
+_CHUNK = 1 << 20  # elements per float64 pass of error_x
 
 
 def error_x(X, Q=None, *, bits: int = 8, eps: float = EPS, seed=None) -> float:
     """Error_X of X against its quantized version Q (quantized here with `bits`, stochastic
-    rounding and `seed` when Q is None). Computed in float64 in X's framework; returns a float."""
+    rounding and `seed` when Q is None). Computed in float64 in X's framework, _CHUNK elements at a
+    time (a float64 copy of a products-sized layer output would be GiBs); returns a float."""
     if Q is None:
         Q = quantize(X, bits, True, seed, check=False)
     Xq = dequantize(Q)
     if _arrays.is_torch(X):
         import torch
 
-        x = X.detach().to(torch.float64).reshape(-1)
-        xq = Xq.detach().to(torch.float64).reshape(-1)
+        x, xq = X.detach().reshape(-1), Xq.detach().reshape(-1)
         if x.numel() == 0:
             return 0.0
-        return float(((x - xq).abs() / (x.abs() + xq.abs() + eps)).mean())
-    x = np.asarray(_arrays.to_numpy(X), np.float64).reshape(-1)
-    xq = np.asarray(_arrays.to_numpy(Xq), np.float64).reshape(-1)
+        total = torch.zeros((), dtype=torch.float64, device=x.device)
+        for s in range(0, x.numel(), _CHUNK):  # fixed chunks in a fixed order: deterministic
+            a, b = x[s:s + _CHUNK].to(torch.float64), xq[s:s + _CHUNK].to(torch.float64)
+            total += ((a - b).abs_() / (a.abs() + b.abs() + eps)).sum()
+        return float(total) / x.numel()
+    x = np.asarray(_arrays.to_numpy(X)).reshape(-1)
+    xq = np.asarray(_arrays.to_numpy(Xq)).reshape(-1)
     if x.size == 0:
         return 0.0
-    return float(np.mean(np.abs(x - xq) / (np.abs(x) + np.abs(xq) + eps)))
+    total = 0.0
+    for s in range(0, x.size, _CHUNK):
+        a, b = x[s:s + _CHUNK].astype(np.float64), xq[s:s + _CHUNK].astype(np.float64)
+        total += float(np.sum(np.abs(a - b) / (np.abs(a) + np.abs(b) + eps)))
+    return total / x.size
 
 
 def select_bits(X, candidates=(4, 8), threshold: float = THRESHOLD, *, eps: float = EPS, seed=None):
