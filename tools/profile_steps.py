@@ -33,6 +33,24 @@ def _table(prof, sort_by, rows=22):
     return prof.key_averages().table(sort_by=sort_by, row_limit=rows, max_name_column_width=60)
 
 
+def _timed_profile(step, label, reps):
+    """3 warm-up calls, the mean ms of `reps` timed calls (printed with `label`), then a profile of
+    5 calls (returned)."""
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        step()
+    torch.cuda.synchronize()
+    print(f"\n===== {label}: {(time.perf_counter() - t0) / reps * 1e3:.2f} ms")
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(5):
+            step()
+        torch.cuda.synchronize()
+    return prof
+
+
 def quant(n=1_000_000, e=10_000_000, C=128):
     from gnnsparse.bench import generators
     from gnnsparse.quant import nn as qnn
@@ -88,18 +106,7 @@ def models():
                 F.cross_entropy(model(*args), yy).backward()
                 opt.step()
 
-            for _ in range(3):
-                ep()
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            for _ in range(20):
-                ep()
-            torch.cuda.synchronize()
-            print(f"\n===== {name} {tag}: {(time.perf_counter() - t0) / 20 * 1e3:.2f} ms / epoch")
-            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-                for _ in range(5):
-                    ep()
-                torch.cuda.synchronize()
+            prof = _timed_profile(ep, f"{name} {tag}, per epoch", 20)
             gpu = sum(k.self_device_time_total for k in prof.key_averages()) / 5
             print(f"GPU time / epoch {gpu / 1e3:.2f} ms (profiled)")
             print(_table(prof, "self_cpu_time_total", 25))
@@ -172,18 +179,7 @@ def transformer(n=169_343, e=1_166_243):
             y = layer(x, graph)
             y.backward(torch.ones_like(y))
 
-        for _ in range(3):
-            step()
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(10):
-            step()
-        torch.cuda.synchronize()
-        print(f"\n===== TransformerConv {tag}: {(time.perf_counter() - t0) / 10 * 1e3:.2f} ms forward + backward")
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            for _ in range(5):
-                step()
-            torch.cuda.synchronize()
+        prof = _timed_profile(step, f"TransformerConv {tag}, forward + backward", 10)
         print(_table(prof, "self_cuda_time_total", 25))
 
 
