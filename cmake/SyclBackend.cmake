@@ -79,7 +79,7 @@ if(NOT GNNSPARSE_SYCL_SPIRV STREQUAL "OFF")
   option(GNNSPARSE_SYCL_PVC "Ship ESIMD SPIR-V and ocloc-built pvc binaries (needs ocloc)" OFF)
   set(_gs_groups "spmm|spmm.hpp,spmm_heads.hpp,tiles.hpp,panel.hpp" "fused_sddmm|fusedmm.hpp,sddmm.hpp,gatv2.hpp")  # packs built in parallel
   # the quantized kernels (sycl/quant_policy.hpp lists their instances), a pack of their own
-  list(APPEND _gs_groups "quant|quant.hpp,quant_spmm.hpp,quant_sddmm.hpp")
+  list(APPEND _gs_groups "quant|quant.hpp,quant_spmm.hpp,quant_sddmm.hpp,qgemm.hpp")
   if(GNNSPARSE_SYCL_PVC)
     list(APPEND _gs_groups "esimd|esimd/sddmm.hpp,esimd/spmm.hpp,esimd/fusedmm.hpp,esimd/tiles.hpp,esimd/panel.hpp")
     list(APPEND _gs_groups "esimd_quant|esimd/quantize.hpp")  # the ESIMD quantizer passes (5 instances)

@@ -49,8 +49,10 @@ enum class Kernel : std::uint8_t {
   quant_requantize,   // quant.hpp
   spmm_panel,         // panel.hpp (dense-ish inputs, row panels)
   esimd_spmm_panel,   // esimd/panel.hpp (dense-ish inputs, row panels staged in SLM)
+  qgemm_tn_partial,   // qgemm.hpp (int8 A^T B: segment sums)
+  qgemm_tn_combine,   // qgemm.hpp (int8 A^T B: int64 combine and scale)
 };
-inline constexpr int kKernelCount = 27;
+inline constexpr int kKernelCount = 29;
 
 struct KernelSpec {
   Kernel id;
@@ -107,6 +109,9 @@ inline constexpr KernelSpec kKernels[kKernelCount] = {
      {A::dtype, A::itype, A::reduce, A::boolean, A::integer, A::integer, A::boolean}},  // T I R W SG V STAGE
     {Kernel::esimd_spmm_panel, "esimd/panel.hpp", "gnnsparse::esimd::spmm_panel", 4,
      {A::dtype, A::itype, A::integer, A::boolean}},  // T I BN HAS_VAL
+    {Kernel::qgemm_tn_partial, "qgemm.hpp", "gnnsparse::qgemm_tn_partial", 3,
+     {A::integer, A::integer, A::integer}},  // SG TM VN
+    {Kernel::qgemm_tn_combine, "qgemm.hpp", "gnnsparse::qgemm_tn_combine", 1, {A::integer}},  // U
 };
 constexpr bool table_in_order() {
   for (int i = 0; i < kKernelCount; ++i)

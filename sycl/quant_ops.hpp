@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "gnnsparse/qgemm.hpp"
 #include "gnnsparse/quant.hpp"
 
 namespace gnnsparse::sycl_rt {
@@ -23,6 +24,10 @@ long qspmm_out_work(sycl::queue &q, const QSpmmArgs &a);
 sycl::event requantize(sycl::queue &q, const RequantizeArgs &a, const QDeps &deps);
 sycl::event qsddmm(sycl::queue &q, const QSddmmArgs &a, const QDeps &deps);
 sycl::event qfusedmm(sycl::queue &q, const QFusedArgs &a, const QDeps &deps);
+// The int8 TN GEMM C = scale * A^T B (gnnsparse/qgemm.hpp; sycl/qgemm.cpp) and the int32
+// elements of work it needs.
+sycl::event qgemm_tn(sycl::queue &q, const QGemmTnArgs &a, const QDeps &deps);
+long qgemm_tn_work(sycl::queue &q, long K, long M, long N);
 
 // The ESIMD passes of quantize (sycl/esimd_quant.cpp): the absmax partials (P threads, chunks of
 // `chunk` elements, into a.work) and the quantization. std::nullopt when the device has no ESIMD

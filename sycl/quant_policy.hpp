@@ -17,12 +17,13 @@
 // Bits, the SDDMM op and the edge function are run-time arguments of these kernels; the quantized
 // SpMM is instantiated per reduction and weights (one edge loop per instance: the driver that
 // finishes the SPIR-V at first use compiled all eight in 1.5-2.6 s on the CPU device). The list:
-// 28 portable instances at one sub-group size, plus the 5 ESIMD quantizer instances
+// 31 portable instances at one sub-group size (28 + the int8 TN GEMM's 3), plus the 5 ESIMD quantizer instances
 // (sycl/kernels/esimd/quantize.hpp) on Intel GPUs.
 #pragma once
 #include <algorithm>
 #include <cstddef>
 
+#include "gnnsparse/qgemm.hpp"
 #include "gnnsparse/quant.hpp"
 #include "policy.hpp"
 
@@ -153,6 +154,67 @@ inline Launch qfusedmm_launch(const DeviceCaps &c, const QFusedArgs &a) {
   return l;
 }
 
+// ---- the int8 TN GEMM (sycl/kernels/qgemm.hpp; contract: gnnsparse/qgemm.hpp) -------------------
+// qgemm_tn_partial<SG, TM, VN>: a sub-group per (K segment, tile of TM x SG VN outputs), int32
+// segment sums to work; qgemm_tn_combine<kQGemmCombineU>: a work-item per output, int64 in segment
+// order. Tile: TM = SG / 2 rows, VN = 2 column vectors (16 float accumulators per lane at SG = 16);
+// N <= SG: TM = SG, VN = 1. Segments: at most kQGemmMaxSegment rows and a multiple of
+// kQGemmFloatRows; on CPU devices short enough that a segment's rows of A and B (seg (M + N)
+// bytes) stay in half of one core's cache while every tile of the segment reads them; on other
+// devices as many as give kQGemmGroupsPerCU sub-groups per compute unit (no fewer than 8
+// float blocks per segment where K allows).
+inline constexpr long kQGemmFloatRows = 1024;   // kQGemmFloatRows of sycl/kernels/qgemm.hpp
+inline constexpr int kQGemmCombineU = 4;        // segments loaded at a time by the combine
+inline constexpr long kQGemmGroupsPerCU = 16;   // sub-groups per compute unit (non-CPU devices)
+inline constexpr long kQGemmSubgroupsPerWG = 4; // sub-groups per work-group of the partial pass
+
+struct QGemmPlan {
+  int sg = 16, tm = 8, vn = 2;
+  long tiles_m = 0, tiles_n = 0;
+  long seg = 0, nseg = 0;  // rows per segment, segments (0 when K, M or N is 0)
+  Launch partial, combine;
+  long tiles() const { return tiles_m * tiles_n; }
+};
+
+// The tile (TM, VN) of a device of sub-group size sg for N columns.
+inline void qgemm_tile(int sg, long N, int &tm, int &vn) {
+  if (N <= sg) { tm = sg; vn = 1; }
+  else { tm = sg >= 2 ? sg / 2 : 1; vn = 2; }
+}
+
+inline QGemmPlan qgemm_tn_plan(const DeviceCaps &c, long K, long M, long N) {
+  QGemmPlan p;
+  p.sg = int(c.preferred_sg);
+  qgemm_tile(p.sg, N, p.tm, p.vn);
+  p.tiles_m = (M + p.tm - 1) / p.tm;
+  p.tiles_n = (N + long(p.sg) * p.vn - 1) / (long(p.sg) * p.vn);
+  p.combine.inst = Instance::of(Kernel::qgemm_tn_combine, kQGemmCombineU);
+  p.combine.global = std::size_t(std::max<long>(M * N, 1));
+  finish(c, p.combine);
+  if (K <= 0 || M <= 0 || N <= 0) return p;
+  const long max_seg = kQGemmMaxSegment / kQGemmFloatRows * kQGemmFloatRows;
+  const long need = (K + max_seg - 1) / max_seg;  // exactness
+  long S;
+  if (c.cpu) {
+    const long half = long(c.cache_bytes > 0 ? c.cache_bytes : (1L << 20)) / 2;
+    const long rows = std::max(kQGemmFloatRows, half / std::max<long>(M + N, 1));
+    S = (K + rows - 1) / rows;
+  } else {
+    const long fill = (kQGemmGroupsPerCU * long(std::max<std::size_t>(c.compute_units, 1)) + p.tiles() - 1) / p.tiles();
+    const long most = std::max<long>(1, K / (8 * kQGemmFloatRows));
+    S = std::min(fill, most);
+  }
+  S = std::max(need, S);
+  p.seg = ((K + S - 1) / S + kQGemmFloatRows - 1) / kQGemmFloatRows * kQGemmFloatRows;  // <= max_seg
+  p.nseg = (K + p.seg - 1) / p.seg;
+  p.partial.inst = Instance::of(Kernel::qgemm_tn_partial, p.sg, p.tm, p.vn);
+  const long subgroups = p.nseg * p.tiles();
+  const long per_wg = std::max<long>(1, std::min<long>(kQGemmSubgroupsPerWG, long(c.max_wg) / p.sg));
+  p.partial.local = std::size_t(per_wg * p.sg);
+  p.partial.global = std::size_t((subgroups + per_wg - 1) / per_wg) * p.partial.local;
+  return p;
+}
+
 // ---- the ESIMD quantizer passes (sycl/kernels/esimd/quantize.hpp; Intel GPUs) --------------------
 inline constexpr int kEsimdQuantNQ = 16;      // quads per ESIMD thread of the quantize pass (64 floats)
 inline constexpr long kEsimdQuantLocal = 16;  // ESIMD threads per work-group
@@ -163,10 +225,16 @@ inline Instance esimd_quantize_instance(int bits, Rounding r) {
 }
 
 // Every portable instance the functions above can return on a device of sub-group size sg with
-// max_work_group_size >= kQuantReduceWG: 28.
+// max_work_group_size >= kQuantReduceWG: 31 (28 + the int8 TN GEMM's 3).
 template <typename F>
 void for_each_quant_instance(int sg, F &&f) {
   const int wg = pow2_arg(kQuantReduceWG);
+  for (long N : {long(sg), long(sg) + 1}) {
+    int tm, vn;
+    qgemm_tile(sg, N, tm, vn);
+    f(Instance::of(Kernel::qgemm_tn_partial, sg, tm, vn));
+  }
+  f(Instance::of(Kernel::qgemm_tn_combine, kQGemmCombineU));
   f(Instance::of(Kernel::quant_absmax, wg));
   f(Instance::of(Kernel::quant_scale, wg));
   for (int bits : {4, 8}) {

@@ -8,7 +8,7 @@ K 128^2 < 2^53 -- for the large ones, the two cross-checked), and the path it re
 misaligned and strided operands, K = 0, extreme values (all -128 / +127, segments near the int32
 limit), outputs and scratch poisoned (conftest: GNNSPARSE_POISON), repeated calls, the scale, int4
 operands, the quantized layers' weight gradients, argument errors. CUDA tests skip without a GPU;
-the fallback and argument checks run on the CPU too.
+the CPU path and argument checks run on the CPU too (every backend: tests/test_quant_gemm.py).
 """
 from __future__ import annotations
 
@@ -202,7 +202,8 @@ def test_cuda_argument_errors():
         ext.qgemm_tn_work(0, -1, 4, 5)
 
 
-# ---- every device: the fallback (torch._int_mm on a transposed copy) and the argument checks
+# ---- every device: torch CPU tensors (the SYCL kernels, or without a SYCL device torch._int_mm on a
+# transposed copy; NumPy / dpnp inputs: tests/test_quant_gemm.py) and the argument checks
 @pytest.mark.parametrize("K,M,N", [(0, 3, 4), (1, 1, 1), (333, 17, 5), (140_000, 6, 3)])
 def test_cpu_fallback_exact(K, M, N):
     a8, b8 = rand8((K, M), K + M, "cpu"), rand8((K, N), K + N, "cpu")
@@ -224,7 +225,5 @@ def test_argument_errors():
         _gemm.int_matmul_tn(a8, b8, s.double())
     with pytest.raises(TypeError, match="float32"):
         _gemm.int_matmul_tn(a8, b8, torch.empty(0))
-    with pytest.raises(TypeError, match="torch tensors"):
-        _gemm.int_matmul_tn(a8.numpy(), b8.numpy(), s.numpy())
     with pytest.raises(TypeError, match="mix torch tensors"):
         _gemm.int_matmul_tn(a8, b8.numpy(), s)

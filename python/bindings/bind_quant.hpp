@@ -12,7 +12,7 @@
 //   qsddmm    (exec, A, op, X, x_scale, x_bits, Y, y_scale, y_bits, H, F, E)
 //   qfusedmm  (exec, A, op, edge, slope, X, x_scale, x_bits, Y, y_scale, y_bits,
 //              Z, z_scale, z_bits, H, F, D, out, E)
-//   qgemm_tn  (exec, A, lda, B, ldb, K, M, N, scale, C, work, work_size)   (bind_qgemm; CUDA only)
+//   qgemm_tn  (exec, A, lda, B, ldb, K, M, N, scale, C, work, work_size)   (bind_qgemm)
 //   qgemm_tn_work(exec, K, M, N) -> int32 elements of work
 //
 // exec is the backend's execution handle (CUDA: the stream as an int; SYCL: (queue, [events]));

@@ -224,6 +224,11 @@ PYBIND11_MODULE(_sycl, m) {
                       if (rp.P > 0) check(rp.pass.inst);
                       check(rp.scale.inst);
                     }
+                    for (long N : {1L, 3L, 16L, 17L, 33L, 128L, 130L}) {  // the int8 TN GEMM (K = rows, M = C)
+                      const rt::QGemmPlan gp = rt::qgemm_tn_plan(caps, rows, C, N);
+                      if (gp.nseg > 0) check(gp.partial.inst);
+                      check(gp.combine.inst);
+                    }
                     if (rows == 0 || C == 0) continue;
                     gnnsparse::QView X{&dummy, reinterpret_cast<const float *>(&dummy), bits, C};
                     check(rt::dequantize_launch(caps, gnnsparse::DequantizeArgs{X, rows, nullptr}).inst);

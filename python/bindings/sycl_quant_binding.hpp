@@ -57,8 +57,17 @@ struct SyclQuantBackend {
   static sycl::event qfusedmm(Exec &x, const QFusedArgs &a) {
     return run([&] { return sycl_rt::qfusedmm(x.first, a, x.second); });
   }
+  static sycl::event qgemm_tn(Exec &x, const QGemmTnArgs &a) {
+    return run([&] { return sycl_rt::qgemm_tn(x.first, a, x.second); });
+  }
+  static std::int64_t qgemm_tn_work(Exec &x, std::int64_t K, std::int64_t M, std::int64_t N) {
+    return sycl_rt::qgemm_tn_work(x.first, K, M, N);
+  }
 };
 
-inline void bind_quant_sycl(py::module_ &m) { bind_quant<SyclQuantBackend>(m); }
+inline void bind_quant_sycl(py::module_ &m) {
+  bind_quant<SyclQuantBackend>(m);
+  bind_qgemm<SyclQuantBackend>(m);
+}
 
 }  // namespace gnnsparse::bindings

@@ -264,6 +264,16 @@ class SyclBackend:
                              c.addr(Z), c.addr(zs), zbits, H, F, D, _addr(out), 0 if E is None else _addr(E))
         return c.finish(ev, A, out, E)
 
+    def qgemm_tn(self, A, B, K, M, N, scale):
+        """C = scale * A^T B, float32 (M, N), for row-major int8 A (K x M), B (K x N) and a float32
+        scale on the device (sycl/kernels/qgemm.hpp; int32 scratch allocated here)."""
+        c = _Call(self, A)
+        C = c.empty((M, N), np.float32)
+        n = _ext().qgemm_tn_work(c.exec(), K, M, N)
+        work = c.empty((max(n, 1),), np.int32)
+        ev = _ext().qgemm_tn(c.exec(), c.addr(A), M, c.addr(B), N, K, M, N, c.addr(scale), _addr(C), _addr(work), n)
+        return c.finish(ev, None, C, work)[0]
+
 
 _address = _core.address
 

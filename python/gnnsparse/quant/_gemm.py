@@ -8,16 +8,18 @@ and passed as its transposed view. Shapes that miss the constraints are zero-pad
 nothing to the integer products). int32 overflow guard: K * qmax_A * qmax_B <= 2^31 - 1
 (K <= 133,143 for int8); longer K is split into chunks whose int32 products are summed in int64.
 
-The weight gradient A^T B (A: K x M, B: K x N, K a graph's nodes) takes int_matmul_tn: on CUDA the
-backend's qgemm_tn kernel (cuda/qgemm.cu) reads both operands row-major as they are, without the
-transposed copies and K chunks torch._int_mm needs; elsewhere int_matmul on A's transposed copy.
+The weight gradient A^T B (A: K x M, B: K x N, K a graph's nodes) takes int_matmul_tn: the
+backend's qgemm_tn kernels (cuda/qgemm.cu; sycl/kernels/qgemm.hpp for NumPy arrays, torch CPU
+tensors and dpnp arrays) read both operands row-major as they are, without the transposed copies
+and K chunks torch._int_mm needs; torch CPU tensors without a SYCL device take int_matmul on A's
+transposed copy.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .. import _arrays
-from .._backends import backend_for
+from .._backends import BackendUnavailable, backend_for
 from .._ops import wrap_like
 from ._delayed import DelayedScale
 from ._tensor import QTensor, quantize, _seed
@@ -141,11 +143,12 @@ def int_matmul(a8, b8, scale, kmax: int = 133_143):
 
 def int_matmul_tn(a8, b8, scale):
     """(a8^T @ b8) * scale as float32 (M, N), for int8 matrices a8 (K x M) and b8 (K x N) (torch
-    tensors or CuPy arrays, rows contiguous) and `scale` one float32 element on their device (no
+    tensors, NumPy, CuPy or dpnp arrays) and `scale` one float32 element on their device (no
     host round trip). The integer product is exact (int32 per K segment, int64 across segments),
-    then fl32(fl32(acc) * scale): the bits of int_matmul(a8.t(), b8, scale). On CUDA one kernel
-    pair reads a8 and b8 in place (gnnsparse/qgemm.hpp); on other devices a8^T is copied and
-    int_matmul runs."""
+    then fl32(fl32(acc) * scale): the bits of int_matmul(a8.t(), b8, scale). On CUDA and SYCL
+    devices one kernel pair reads a8 and b8 in place (gnnsparse/qgemm.hpp; operands whose rows are
+    not contiguous are copied first); torch CPU tensors without a SYCL device take a8^T's copy and
+    int_matmul. The result is in a8's framework."""
     shp_a, shp_b = _arrays.shape_of(a8), _arrays.shape_of(b8)
     if len(shp_a) != 2 or len(shp_b) != 2:
         raise ValueError(f"int_matmul_tn takes 2-D operands, got shapes {shp_a} and {shp_b}")
@@ -161,16 +164,20 @@ def int_matmul_tn(a8, b8, scale):
         raise ValueError(f"int_matmul_tn: operands and scale live on different devices ({sorted(kinds)})")
     if len({_arrays.is_torch(x) for x in (a8, b8, scale)}) != 1:
         raise TypeError("int_matmul_tn: operands and scale mix torch tensors with other arrays")
-    if kinds != {"cuda"}:
-        if not _arrays.is_torch(a8):
-            raise TypeError("int_matmul_tn takes torch tensors, or CuPy arrays on a CUDA device")
-        return int_matmul(a8.t().contiguous(), b8, scale.reshape(-1)[:1])
-    b = backend_for(a8)
+    if kinds == {"numpy"} and _arrays.is_torch(a8):  # torch CPU tensors: the SYCL device if there is one
+        try:
+            b = backend_for(a8)
+        except BackendUnavailable:
+            return int_matmul(a8.t().contiguous(), b8, scale.reshape(-1)[:1])
+    else:
+        b = backend_for(a8)
     if b.place(a8) != b.place(b8) or b.place(a8) != b.place(scale):
-        raise ValueError(f"int_matmul_tn: operands and scale are on different GPUs ({b.place(a8)}, {b.place(b8)}, "
-                         f"{b.place(scale)})")
+        raise ValueError(f"int_matmul_tn: operands and scale are on different devices ({b.place(a8)}, "
+                         f"{b.place(b8)}, {b.place(scale)})")
     K, M = shp_a
-    return b.qgemm_tn(b.prepare(a8), b.prepare(b8), K, M, shp_b[1], b.prepare(scale.reshape(-1)[:1]))
+    a, s = b.prepare(a8), b.prepare(scale.reshape(-1)[:1])
+    C = b.qgemm_tn(a, b.prepare(b8), K, M, shp_b[1], s)
+    return wrap_like(a8, a, C)[0]
 
 
 def _int_acc(a8, b8, kmax: int):
