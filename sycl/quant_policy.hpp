@@ -14,10 +14,11 @@
 //                        with a quantized output, one partial absmax per work-group
 //   qsddmm_sg<I, SG>     a sub-group per (row, head)
 //   qfusedmm_sg<I, SG>   a sub-group per (row, head, tile of SG * kQV output columns)
+//   qgemm_tn_partial<SG, TM, VN>, qgemm_tn_combine<U>  the int8 A^T B (qgemm_tn_plan below)
 // Bits, the SDDMM op and the edge function are run-time arguments of these kernels; the quantized
 // SpMM is instantiated per reduction and weights (one edge loop per instance: the driver that
 // finishes the SPIR-V at first use compiled all eight in 1.5-2.6 s on the CPU device). The list:
-// 31 portable instances at one sub-group size (28 + the int8 TN GEMM's 3), plus the 5 ESIMD quantizer instances
+// 32 portable instances at one sub-group size (28 + the int8 TN GEMM's 4), plus the 5 ESIMD quantizer instances
 // (sycl/kernels/esimd/quantize.hpp) on Intel GPUs.
 #pragma once
 #include <algorithm>
@@ -157,8 +158,9 @@ inline Launch qfusedmm_launch(const DeviceCaps &c, const QFusedArgs &a) {
 // ---- the int8 TN GEMM (sycl/kernels/qgemm.hpp; contract: gnnsparse/qgemm.hpp) -------------------
 // qgemm_tn_partial<SG, TM, VN>: a sub-group per (K segment, tile of TM x SG VN outputs), int32
 // segment sums to work; qgemm_tn_combine<kQGemmCombineU>: a work-item per output, int64 in segment
-// order. Tile: TM = SG / 2 rows, VN = 2 column vectors (16 float accumulators per lane at SG = 16);
-// N <= SG: TM = SG, VN = 1. Segments: at most kQGemmMaxSegment rows and a multiple of
+// order. Tile (16 float accumulators per lane, or 8): TM = 4 rows x VN = 4 column vectors; N <= 2 SG:
+// 4 x 2; N <= SG: 8 x 1 (the fastest of 2-16 rows x 1-8 vectors on the OpenCL CPU device, AVX-512,
+// 2026-12-02: docs/quantization.md). Segments: at most kQGemmMaxSegment rows and a multiple of
 // kQGemmFloatRows; on CPU devices short enough that a segment's rows of A and B (seg (M + N)
 // bytes) stay in half of one core's cache while every tile of the segment reads them; on other
 // devices as many as give kQGemmGroupsPerCU sub-groups per compute unit (no fewer than 8
@@ -169,7 +171,7 @@ inline constexpr long kQGemmGroupsPerCU = 16;   // sub-groups per compute unit (
 inline constexpr long kQGemmSubgroupsPerWG = 4; // sub-groups per work-group of the partial pass
 
 struct QGemmPlan {
-  int sg = 16, tm = 8, vn = 2;
+  int sg = 16, tm = 4, vn = 4;
   long tiles_m = 0, tiles_n = 0;
   long seg = 0, nseg = 0;  // rows per segment, segments (0 when K, M or N is 0)
   Launch partial, combine;
@@ -178,8 +180,9 @@ struct QGemmPlan {
 
 // The tile (TM, VN) of a device of sub-group size sg for N columns.
 inline void qgemm_tile(int sg, long N, int &tm, int &vn) {
-  if (N <= sg) { tm = sg; vn = 1; }
-  else { tm = sg >= 2 ? sg / 2 : 1; vn = 2; }
+  if (N <= sg) { tm = 8; vn = 1; }
+  else if (N <= 2L * sg) { tm = 4; vn = 2; }
+  else { tm = 4; vn = 4; }
 }
 
 inline QGemmPlan qgemm_tn_plan(const DeviceCaps &c, long K, long M, long N) {
@@ -225,11 +228,11 @@ inline Instance esimd_quantize_instance(int bits, Rounding r) {
 }
 
 // Every portable instance the functions above can return on a device of sub-group size sg with
-// max_work_group_size >= kQuantReduceWG: 31 (28 + the int8 TN GEMM's 3).
+// max_work_group_size >= kQuantReduceWG: 32 (28 + the int8 TN GEMM's 4).
 template <typename F>
 void for_each_quant_instance(int sg, F &&f) {
   const int wg = pow2_arg(kQuantReduceWG);
-  for (long N : {long(sg), long(sg) + 1}) {
+  for (long N : {long(sg), 2L * sg, 2L * sg + 1}) {
     int tm, vn;
     qgemm_tile(sg, N, tm, vn);
     f(Instance::of(Kernel::qgemm_tn_partial, sg, tm, vn));

@@ -197,7 +197,7 @@ def test_other_tiles_same_bits(tile, monkeypatch):
     _sycl()
     from gnnsparse import _sycl_backend
 
-    if _sycl_backend.backend.device_caps()["preferred_sg"] < 16 and tile != "1x1":
+    if _sycl_backend.backend.device_caps()["preferred_sub_group_size"] < 16 and tile != "1x1":
         pytest.skip("sub-group size below 16")
     K, M, N = 3_001, 19, 37
     a8, b8 = rand8((K, M), 1), rand8((K, N), 2)

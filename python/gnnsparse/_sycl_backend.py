@@ -425,7 +425,7 @@ class _UsmPool:
             if len(blocks) < self.per_size and self.held + nbytes <= self.max_bytes:
                 blocks.append(mem)
                 self.held += nbytes
-        if fill is not None:
+        if fill is not None and nbytes >= dtype.itemsize:  # (an empty array has nothing to poison)
             queue.wait()  # a reused block may still be read by earlier work
             mem.copy_from_host(np.full(nbytes // dtype.itemsize, fill, dtype).view(np.uint8))
         return _dpnp().ndarray._create_from_usm_ndarray(usm_ndarray(shape, dtype=dtype, buffer=mem))
