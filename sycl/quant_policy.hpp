@@ -159,7 +159,7 @@ inline Launch qfusedmm_launch(const DeviceCaps &c, const QFusedArgs &a) {
 // qgemm_tn_partial<SG, TM, VN>: a sub-group per (K segment, tile of TM x SG VN outputs), int32
 // segment sums to work; qgemm_tn_combine<kQGemmCombineU>: a work-item per output, int64 in segment
 // order. Tile (16 float accumulators per lane, or 8): TM = 4 rows x VN = 4 column vectors; N <= 2 SG:
-// 4 x 2; N <= SG: 8 x 1 (the fastest of 2-16 rows x 1-8 vectors on the OpenCL CPU device, AVX-512,
+// 4 x 2; N <= SG: 8 x 1 (the fastest of those measured on the OpenCL CPU device, AVX-512,
 // 2026-12-02: docs/quantization.md). Segments: at most kQGemmMaxSegment rows and a multiple of
 // kQGemmFloatRows; on CPU devices short enough that a segment's rows of A and B (seg (M + N)
 // bytes) stay in half of one core's cache while every tile of the segment reads them; on other

@@ -63,7 +63,7 @@ FRAMEWORKS = {
     "numpy": (_sycl, _np_in, lambda C: (C, np.ndarray)),
     "torch-cpu": (_sycl, _torch_in, lambda C: (C.numpy(), torch.Tensor)),
     "dpnp": (_dpnp, _dpnp_in, lambda C: (C.asnumpy(), type(_dpnp().empty(1)))),
-    "torch-cuda": (lambda: None if _cuda_ready() else pytest.skip("no CUDA device or no compiled gnnsparse CUDA module"),
+    "torch-cuda": (lambda: None if _cuda_ready() else pytest.skip("no CUDA device or no gnnsparse CUDA module"),
                    _cuda_in, lambda C: (C.cpu().numpy(), torch.Tensor)),
 }
 ALL = list(FRAMEWORKS)

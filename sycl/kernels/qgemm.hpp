@@ -2,9 +2,10 @@
 // long, M and N small: the weight gradient dW = q(dh)^T q(x) of a quantized layer (contract:
 // include/gnnsparse/qgemm.hpp, shared with cuda/qgemm.cu: the same bits).
 //
-//   qgemm_tn_partial<SG, TM, VN>  sub-group b = s * tiles + tile (of SG lanes; a work-group holds
-//       a few, which share nothing: its size only sets the scheduling granularity): segment s (rows [s seg, min(K, (s + 1) seg))) of the output tile (tile / tiles_n,
-//       tile % tiles_n) of TM rows x SG * VN columns; lane l owns C[m0 + i][n0 + v SG + l] (i < TM,
+//   qgemm_tn_partial<SG, TM, VN>  sub-group b = s * tiles + tile (SG lanes; a work-group holds a
+//       few, which share nothing: its size only sets the scheduling granularity) sums segment s
+//       (rows [s seg, min(K, (s + 1) seg))) of the output tile (tile / tiles_n, tile % tiles_n)
+//       of TM rows x SG * VN columns; lane l owns C[m0 + i][n0 + v SG + l] (i < TM,
 //       v < VN). Per row k the sub-group reads B[k][n0 .. n0 + SG VN) as it lies (row-major,
 //       consecutive lanes on consecutive bytes: no transposed copy) and A[k][m0 + i] as TM uniform
 //       scalars: TM * VN multiply-adds per lane. Writes the tile's int32 segment sums to work[s]
@@ -18,9 +19,8 @@
 // converted to int32 (exact) and added to the segment's int32 sum (at most kQGemmMaxSegment rows:
 // <= 2^31 - 1). The float32 multiply-add is the fast integer dot product every SYCL device has
 // (no dp4a / DPAS in portable SYCL). No atomics, no local memory, no barriers, no sub-group
-// collectives: each output element
-// comes from one fixed sequence of exact additions, so the result is bitwise reproducible and
-// independent of the segmentation.
+// collectives: each output element comes from one fixed sequence of exact additions, so the
+// result is bitwise reproducible and independent of the segmentation and the tile.
 #pragma once
 #include <sycl/group_algorithm.hpp>
 
@@ -30,8 +30,9 @@ namespace gnnsparse {
 
 inline constexpr long kQGemmFloatRows = 1024;  // 1024 * 128 * 128 = 2^24: float32 sums stay exact
 
-// nd_range: global >= nseg * tiles_m * tiles_n * SG, local a multiple of SG; tiles_m = ceil(M / TM), tiles_n =
-// ceil(N / (SG VN)). seg: rows per segment (<= kQGemmMaxSegment), a multiple of kQGemmFloatRows.
+// nd_range: global >= nseg * tiles_m * tiles_n * SG, local a multiple of SG; tiles_m = ceil(M / TM),
+// tiles_n = ceil(N / (SG VN)). seg: rows per segment (<= kQGemmMaxSegment), a multiple of
+// kQGemmFloatRows. Tiles: sycl/quant_policy.hpp (qgemm_tile).
 template <int SG, int TM, int VN>
 SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))
 SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<SG>))

@@ -81,7 +81,7 @@ class _Linear(torch.autograd.Function):
         if ctx.needs_input_grad[0]:
             dx = _gemm.int_matmul(d8, qw.int8(), _scale(qd, qw))
         if ctx.needs_input_grad[1]:
-            dw = _gemm.int_matmul_tn(d8, qx.int8(), _scale(qd, qx))  # dy^T x: no transposed copy on CUDA
+            dw = _gemm.int_matmul_tn(d8, qx.int8(), _scale(qd, qx))  # dy^T x: no transposed copy on CUDA / SYCL
         return dx, dw, None
 
 
@@ -194,7 +194,7 @@ def _load_q(ctx):
 
 def _matmul_q(a: QTensor, b: QTensor, transpose_a: bool = False):
     """dequantize(a) @ dequantize(b) (a^T with transpose_a) in integer arithmetic, float32. a^T b
-    (the weight gradients) reads both row-major as they are (int_matmul_tn: on CUDA no transposed
+    (the weight gradients) reads both row-major as they are (int_matmul_tn: on CUDA / SYCL no transposed
     copy, no K chunks)."""
     a8, b8 = a.int8().reshape(a.rows, a.C), b.int8().reshape(b.rows, b.C)
     if transpose_a:
