@@ -164,11 +164,13 @@ inline Launch qfusedmm_launch(const DeviceCaps &c, const QFusedArgs &a) {
 // kQGemmFloatRows; on CPU devices short enough that a segment's rows of A and B (seg (M + N)
 // bytes) stay in half of one core's cache while every tile of the segment reads them; on other
 // devices as many as give kQGemmGroupsPerCU sub-groups per compute unit (no fewer than 8
-// float blocks per segment where K allows).
+// float blocks per segment where K allows); either way no more than keep the scratch (nseg M N
+// int32) within kQGemmWorkBudget unless exactness needs more.
 inline constexpr long kQGemmFloatRows = 1024;   // kQGemmFloatRows of sycl/kernels/qgemm.hpp
 inline constexpr int kQGemmCombineU = 4;        // segments loaded at a time by the combine
 inline constexpr long kQGemmGroupsPerCU = 16;   // sub-groups per compute unit (non-CPU devices)
 inline constexpr long kQGemmSubgroupsPerWG = 4; // sub-groups per work-group of the partial pass
+inline constexpr long kQGemmWorkBudget = 1L << 24;  // int32 of scratch (64 MiB) beyond which segments grow
 
 struct QGemmPlan {
   int sg = 16, tm = 4, vn = 4;
@@ -207,6 +209,7 @@ inline QGemmPlan qgemm_tn_plan(const DeviceCaps &c, long K, long M, long N) {
     const long most = std::max<long>(1, K / (8 * kQGemmFloatRows));
     S = std::min(fill, most);
   }
+  S = std::min(S, std::max<long>(1, kQGemmWorkBudget / (M * N)));  // bounded scratch
   S = std::max(need, S);
   p.seg = ((K + S - 1) / S + kQGemmFloatRows - 1) / kQGemmFloatRows * kQGemmFloatRows;  // <= max_seg
   p.nseg = (K + p.seg - 1) / p.seg;

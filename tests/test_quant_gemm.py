@@ -224,6 +224,7 @@ def test_sycl_segments():
         seg = -(-K // nseg)
         assert seg <= 131_071
     assert ext.qgemm_tn_work(ex, 0, 5, 6) == 0
+    assert ext.qgemm_tn_work(ex, 169_343, 1024, 1024) <= 1 << 24  # bounded scratch (64 MiB)
 
 
 def test_sycl_argument_errors():
