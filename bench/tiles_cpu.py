@@ -113,21 +113,8 @@ def _alternating_cpu(fns, reps):
 
 
 def spmm_env(A, X, panel=None, tiles="off", bk=None):
-    env = {"GNNSPARSE_SYCL_PANEL": panel, "GNNSPARSE_SYCL_TILES": tiles, "GNNSPARSE_SYCL_PANEL_BK": bk}
-    old = {k: os.environ.get(k) for k in env}
-    try:
-        for k, v in env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    with timing.environ({"GNNSPARSE_SYCL_PANEL": panel, "GNNSPARSE_SYCL_TILES": tiles, "GNNSPARSE_SYCL_PANEL_BK": bk}):
         return gs.spmm(A, X, "sum")
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def run_panel_case(M, K, d, N, reps, tiles=True, dense=True):

@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 
 import gnnsparse as gs
+from gnnsparse.bench import timing
 from gnnsparse import _core
 from gnnsparse import reference as ref
 
@@ -52,20 +53,8 @@ def random_csr(rng, M, K, density, weighted=True, index_dtype=np.int32, empty_ro
 
 def with_env(env, fn):
     """fn() with the environment variables of `env` set (None: unset), restored afterwards."""
-    old = {k: os.environ.get(k) for k in env}
-    try:
-        for k, v in env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    with timing.environ(env):
         return fn()
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def spmm_with(mode, A, X, reduce, bk=None):

@@ -44,6 +44,11 @@ def _timed_profile(step, label, reps):
         step()
     torch.cuda.synchronize()
     print(f"\n===== {label}: {(time.perf_counter() - t0) / reps * 1e3:.2f} ms")
+    return _profile(step)
+
+
+def _profile(step):
+    """torch.profiler over 5 calls of step()."""
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(5):
             step()
@@ -77,11 +82,7 @@ def quant(n=1_000_000, e=10_000_000, C=128):
         step()
         torch.cuda.synchronize()
         print(f"\n===== {label}: peak above the inputs {(torch.cuda.max_memory_allocated() - base) / 2**20:.1f} MiB")
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            for _ in range(5):
-                step()
-            torch.cuda.synchronize()
-        print(_table(prof, "cuda_time_total"))
+        print(_table(_profile(step), "cuda_time_total"))
 
 
 def models():

@@ -11,9 +11,13 @@ inputs: `lambda i: f(inputs[i % n])`); the result maps each name to a list of se
   events(fns, ...)  a torch.cuda.Event pair around each call, the functions interleaved call by
                     call after `warmup` untimed rounds; one synchronize at the end. `before()`
                     runs outside the timed region before each call (e.g. an L2 flush).
+  environ(env)      a context with the environment variables of `env` set (None: unset) and
+                    restored afterwards: the knobs that force a method, around a timed call.
 """
 from __future__ import annotations
 
+import contextlib
+import os
 import statistics
 import time
 from typing import Callable, Dict, List, Optional
@@ -89,3 +93,22 @@ def median_us(fn: Callable[[], object], *, reps: int, warmup: int = 1, sync=None
     else:
         ts = wall({"f": lambda i: fn()}, rounds=1, per_round=reps, warmup=warmup, sync=sync, before=before)["f"]
     return median(ts) * 1e6
+
+
+@contextlib.contextmanager
+def environ(env: Dict[str, Optional[str]]):
+    """The variables of `env` set (a value of None: unset) inside the block, restored after it."""
+    old = {k: os.environ.get(k) for k in env}
+
+    def put(values):
+        for k, v in values.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+    put(env)
+    try:
+        yield
+    finally:
+        put(old)
