@@ -7,7 +7,7 @@
 // and Z's 32-row chunk tiles stream through a cp.async pipeline. Per chunk each warp (16 rows)
 // computes its 16 x 32 score tile with mma.sync, masks it with A's pattern, applies the edge
 // function in registers, and feeds the scores straight into the aggregation mma as its A operand
-// (the C fragment of a score tile is the A fragment of the next product: see tile_common.cuh), so
+// (the C fragment of a score tile is the A fragment of the next product: see cuda/mma.cuh), so
 // scores never leave the SM. Split-K over chunks goes through a cluster like SpMM; softmax
 // partial states (max, sum, accumulator) are combined in slice order.
 #include <cooperative_groups.h>
@@ -15,7 +15,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "tile_common.cuh"
+#include "mma.cuh"
 #include "tile_host.cuh"
 #include "tiled.hpp"
 

@@ -9,7 +9,7 @@
 // Blocks of a row panel split its columns (no reduction, so no split-K combine).
 #include <algorithm>
 
-#include "tile_common.cuh"
+#include "mma.cuh"
 #include "tile_host.cuh"
 #include "tiled.hpp"
 

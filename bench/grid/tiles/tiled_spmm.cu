@@ -18,7 +18,7 @@
 
 #include <algorithm>
 
-#include "tile_common.cuh"
+#include "mma.cuh"
 #include "tile_host.cuh"
 #include "tiled.hpp"
 

@@ -1,6 +1,6 @@
-// Device building blocks of the tensor-core tile kernels (sm_80+): cp.async staging, mma.sync
-// wrappers for tf32 (m16n8k8) and bf16 (m16n8k16), the 3xTF32 split, and the per-precision
-// fragment loaders shared by SpMM, SDDMM and FusedMM.
+// Device building blocks of the tensor-core kernels (sm_80+; the package's tensor-core row panels
+// and the grid harness's tiles in bench/grid/tiles): cp.async staging, mma.sync wrappers for tf32
+// (m16n8k8) and bf16 (m16n8k16), the 3xTF32 split, and the per-precision fragment loaders.
 //
 // Fragment layouts (PTX ISA, "Matrix fragments for mma.m16n8k8 / m16n8k16"), lane = 4 * g + t:
 //   tf32 m16n8k8  A (16x8, row): a0 (g, t)  a1 (g+8, t)  a2 (g, t+4)  a3 (g+8, t+4)
