@@ -342,34 +342,38 @@ void launch_qspmm(const QSpmmArgs& a, cudaStream_t stream) {
   constexpr bool kArg = Reducer<Acc, R>::kHasArg;
   dispatch_cpl(plan.cpl, [&](auto c) {
     constexpr int CPL = decltype(c)::value;
+    // the hub pass on its own stream while the row kernel runs on this one (segments.cuh, HubStream)
+    HubStream hs(stream, plan.hub.seg > 0 && a.A.max_degree > plan.hub.thr);
     HubWorkspace ws;
     if (plan.hub.seg > 0) {
+      const cudaStream_t hub = hs.stream();
       const size_t slots = static_cast<size_t>(plan.hub.nsegments) * 2 * static_cast<size_t>(C);
       const size_t hub_y = OUT ? static_cast<size_t>(plan.hub.nsegments) * static_cast<size_t>(C) : 0;
       const size_t arg_bytes = kArg ? slots * sizeof(int64_t) : 0;
       ws.begin(plan.hub, slots * sizeof(Acc) + arg_bytes + hub_y * sizeof(float), p.rowptr, p.M, a.A.nnz,
-               a.A.max_degree, stream);
+               a.A.max_degree, hub);
       Acc* wsv = ws.payload<Acc>();
       int64_t* wsa = kArg ? ws.payload<int64_t>(slots * sizeof(Acc)) : nullptr;
       float* hy = OUT ? ws.payload<float>(slots * sizeof(Acc) + arg_bytes) : nullptr;
       const dim3 sgrid(static_cast<unsigned>(plan.segment_blocks), static_cast<unsigned>(plan.col_blocks));
-      qspmm_segment_kernel<BITS, I, R, Acc, CPL><<<sgrid, QSpmmTuning::kBlockThreads, 0, stream>>>(
+      qspmm_segment_kernel<BITS, I, R, Acc, CPL><<<sgrid, QSpmmTuning::kBlockThreads, 0, hub>>>(
           p, plan.col_lanes, ws.geometry(), wsv, wsa);
       GS_LAUNCH_CHECK("qspmm_segment_kernel");
       launch_hub_combine<Cmb>(plan.hub, p.rowptr, ws,
-                              typename Cmb::Params{wsv, wsa, p.scale, p.Y, OUT ? nullptr : p.arg, C, hy}, stream);
+                              typename Cmb::Params{wsv, wsa, p.scale, p.Y, OUT ? nullptr : p.arg, C, hy}, hub);
       if constexpr (OUT) {
         qspmm_hub_out_kernel<I><<<static_cast<unsigned>(plan.hub.nsegments), kHubOutThreads, 0,
-                                  stream>>>(p.rowptr, ws.geometry(), C, hy, p.out,
+                                  hub>>>(p.rowptr, ws.geometry(), C, hy, p.out,
                                             a.out.work + plan.row_blocks * plan.col_blocks);
         GS_LAUNCH_CHECK("qspmm_hub_out_kernel");
       }
+      ws.end();
     }
     const dim3 grid(static_cast<unsigned>(plan.row_blocks), static_cast<unsigned>(plan.col_blocks));
     qspmm_row_kernel<BITS, I, R, Acc, CPL, OUT><<<grid, QSpmmTuning::kBlockThreads, 0, stream>>>(
         p, plan.col_lanes, plan.edge_parts, plan.hub.row_limit());
     GS_LAUNCH_CHECK("qspmm_row_kernel");
-    ws.end();
+    hs.join();
   });
   if constexpr (OUT) launch_delayed_finish(a.out, qspmm_out_partials(plan), stream);
 }

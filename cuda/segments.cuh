@@ -25,6 +25,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
 
 #include "common.cuh"
 #include "policy.cuh"
@@ -209,6 +213,78 @@ class HubWorkspace {
   size_t map_bytes_ = 0;
   cudaStream_t stream_ = nullptr;
   HubGeometry g_;
+};
+
+// The hub pass on a second stream, concurrent with the op's row kernel on the caller's stream.
+// They write disjoint rows (the row kernels leave hub rows to the pass) and share only inputs, and
+// neither fills the GPU alone on a skewed graph (H200, power-law SpMM C = 32: segment kernel 19 %,
+// row kernel 23 % achieved occupancy). Stream-ordered: the side stream waits (event) for what the
+// caller's stream holds when the pass starts, and the caller's stream waits for the side stream
+// before the op returns, so the op is still one unit of work on the caller's stream, with no host
+// synchronization; CUDA graph capture records it as a fork and a join. One non-blocking side
+// stream per device, made on first use and kept for the process. Concurrent only for a known hub
+// (max_deg > thr: a graph that has one), so the op's other calls pay no extra host work, and
+// unless GNNSPARSE_CUDA_HUB_STREAM=0 (one stream, for comparison). Results do not depend on it.
+class HubStream {
+ public:
+  HubStream(cudaStream_t main, bool concurrent) : main_(main), side_(main) {
+    if (!concurrent || !enabled()) return;
+    side_ = side_stream();
+    GS_CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
+    GS_CUDA_CHECK(cudaEventRecord(fork_, main_));
+    GS_CUDA_CHECK(cudaStreamWaitEvent(side_, fork_, 0));
+  }
+  HubStream(const HubStream&) = delete;
+  HubStream& operator=(const HubStream&) = delete;
+  ~HubStream() {
+    if (fork_ == nullptr) return;
+    // an exception on its way: still order the caller's stream after the side stream (unchecked)
+    cudaEvent_t join = nullptr;
+    if (cudaEventCreateWithFlags(&join, cudaEventDisableTiming) == cudaSuccess) {
+      (void)cudaEventRecord(join, side_);
+      (void)cudaStreamWaitEvent(main_, join, 0);
+      (void)cudaEventDestroy(join);
+    }
+    (void)cudaEventDestroy(fork_);
+  }
+  // Where the hub pass runs: the side stream, or the caller's.
+  cudaStream_t stream() const { return side_; }
+  // The caller's stream waits for the hub pass (also done by the destructor; call it to see errors).
+  void join() {
+    if (fork_ == nullptr) return;
+    cudaEvent_t join = nullptr;
+    GS_CUDA_CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+    const cudaError_t r = cudaEventRecord(join, side_);
+    const cudaError_t w = r == cudaSuccess ? cudaStreamWaitEvent(main_, join, 0) : r;
+    (void)cudaEventDestroy(join);
+    (void)cudaEventDestroy(fork_);
+    fork_ = nullptr;
+    GS_CUDA_CHECK(w);
+  }
+
+ private:
+  static bool enabled() {
+    const char* e = std::getenv("GNNSPARSE_CUDA_HUB_STREAM");
+    if (e == nullptr || *e == '\0' || std::strcmp(e, "1") == 0) return true;
+    if (std::strcmp(e, "0") == 0) return false;
+    throw std::invalid_argument(std::string("gnnsparse cuda: GNNSPARSE_CUDA_HUB_STREAM must be 0 or 1, got '") + e +
+                                "'");
+  }
+  static cudaStream_t side_stream() {
+    static std::mutex mu;
+    static std::unordered_map<int, cudaStream_t> streams;
+    int dev = 0;
+    GS_CUDA_CHECK(cudaGetDevice(&dev));
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = streams.find(dev);
+    if (it != streams.end()) return it->second;
+    cudaStream_t s = nullptr;
+    GS_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    streams.emplace(dev, s);
+    return s;
+  }
+  cudaStream_t main_, side_;
+  cudaEvent_t fork_ = nullptr;
 };
 
 // Launches the combine of a hub pass whose segment kernel has run.

@@ -353,24 +353,28 @@ void launch_spmm(const SpmmPlan& p, const SpmmArgs& a, cudaStream_t stream) {
   const auto* xp = static_cast<const T*>(a.X);
   auto* yp = static_cast<T*>(a.Y);
   const int64_t M = a.A.M, nnz = a.A.nnz, C = a.C;
+  // the hub pass on its own stream (segments.cuh, HubStream) while the row kernel runs on this one
+  HubStream hs(stream, p.hub.seg > 0 && a.A.max_degree > p.hub.thr);
   HubWorkspace ws;
   if (p.hub.seg > 0) {
+    const cudaStream_t hub = hs.stream();
     const size_t slots = static_cast<size_t>(p.hub.nsegments) * 2 * static_cast<size_t>(C);
     ws.begin(p.hub, slots * sizeof(A) + (has_arg ? slots * sizeof(int64_t) : 0), rp, M, nnz, a.A.max_degree,
-             stream);
+             hub);
     A* wsv = ws.payload<A>();
     int64_t* wsa = has_arg ? ws.payload<int64_t>(slots * sizeof(A)) : nullptr;
     const dim3 grid(static_cast<unsigned>(p.segment_blocks), static_cast<unsigned>(p.col_blocks));
-    spmm_segment_kernel<T, I, R, V, TL><<<grid, SpmmTuning::kBlockThreads, 0, stream>>>(
+    spmm_segment_kernel<T, I, R, V, TL><<<grid, SpmmTuning::kBlockThreads, 0, hub>>>(
         rp, cp, vp, xp, C, p.col_lanes, ws.geometry(), wsv, wsa);
     GS_LAUNCH_CHECK("spmm_segment_kernel");
-    launch_hub_combine<Cmb>(p.hub, rp, ws, typename Cmb::Params{wsv, wsa, yp, a.arg, C}, stream);
+    launch_hub_combine<Cmb>(p.hub, rp, ws, typename Cmb::Params{wsv, wsa, yp, a.arg, C}, hub);
+    ws.end();
   }
   const dim3 grid(static_cast<unsigned>(p.row_blocks), static_cast<unsigned>(p.col_blocks));
   spmm_row_kernel<T, I, R, V, TL><<<grid, SpmmTuning::kBlockThreads, 0, stream>>>(
       rp, cp, vp, xp, yp, a.arg, M, C, p.col_lanes, p.edge_parts, p.hub.row_limit());
   GS_LAUNCH_CHECK("spmm_row_kernel");
-  ws.end();
+  hs.join();
 }
 
 // Checks sizes and pointers; false when there is nothing to compute.
