@@ -242,11 +242,12 @@ sddmm_tc_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const f
       const Off eq = __shfl_sync(0xffffffffu, end, q);
       const I* w = Ws + r * W;
       const float* srow = Ss + r * LDS;
-      for (int q0 = 0;; q0 += 32) {
-        const Off pos = cq + q0 + lane;
+      // 32 entries from the cursor at a time: the first 32 from the window, any further from global
+      for (bool first = true;; first = false) {
+        const Off pos = cq + lane;
         const bool valid = pos < eq;
         int cl = INT_MAX;
-        if (valid) cl = static_cast<int>(q0 == 0 ? w[lane] : __ldg(col + pos));
+        if (valid) cl = static_cast<int>(first ? w[lane] : __ldg(col + pos));
         const bool in = valid && cl < kend;
         if (in) E[pos] = srow[cl - k0];
         const int n = __popc(__ballot_sync(0xffffffffu, in));  // sorted: a prefix of the lanes
