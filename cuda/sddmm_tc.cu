@@ -138,8 +138,8 @@ sddmm_tc_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const f
     cp_async_commit();
   };
 
-  // Row cursors: lane l < RPW of warp w holds row 32 w / 2 + l (local r = w RPW + l): the first
-  // entry not yet written (from the slice's first column on) and the row's end.
+  // Row cursors: lane l < RPW of warp w holds panel row w RPW + l (the rows this warp writes out):
+  // its first entry not yet written (from the slice's first column on) and its end.
   Off cur = 0, end = 0;
   if (lane < RPW) {
     const int64_t row = row0 + warp * RPW + lane;
