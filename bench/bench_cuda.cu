@@ -64,6 +64,7 @@
 #include <functional>
 #include <numeric>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -375,7 +376,8 @@ static void our_spmm(const Csr& A, const float* val, Reduce reduce, const void* 
   a.C = N;
   gnnsparse::cuda::spmm(a, 0);
 }
-static void our_sddmm_dot(const Csr& A, const float* X, const float* Y, float* E, int64_t F) {
+static void our_sddmm_dot(const Csr& A, const float* X, const float* Y, float* E, int64_t F,
+                          gnnsparse::Precision prec = gnnsparse::Precision::fp32) {
   gnnsparse::SddmmArgs a;
   a.A = A.view(nullptr);
   a.dtype = DType::f32;
@@ -385,6 +387,7 @@ static void our_sddmm_dot(const Csr& A, const float* X, const float* Y, float* E
   a.E = E;
   a.H = 1;
   a.F = F;
+  a.precision = prec;
   gnnsparse::cuda::sddmm(a, 0);
 }
 // dot -> edge -> SpMM over Z, unweighted, H heads (one unless named), F = D = N per head.
@@ -627,9 +630,16 @@ static void bench_spmm(const std::string& suite, const std::string& name, CuSpar
   cudaFree(Yr);
 }
 
+// --suite grid adds, per SDDMM case: sddmm_tc (the tensor-core kernel forced, GNNSPARSE_CUDA_SDDMM=tc,
+// exact fp32 by 3xTF32), sddmm_tc_tf32 (the same at precision tf32) and sddmm_row (sddmm.cu's
+// kernels forced, GNNSPARSE_CUDA_SDDMM=row), each checked against cuSPARSE's result before it is
+// timed and repeated bitwise; then the grid's SDDMM summary (print_sddmm_summary).
 static void bench_sddmm(const std::string& suite, const std::string& name, CuSparse& cs,
                         Timer& tm, const Csr& A, int64_t F, bool with_ref = true) {
-  if (!wanted(name, "sddmm", F)) return;
+  const bool w_auto = wanted(name, "sddmm", F), grid = suite == "grid";
+  const bool w_tc = grid && wanted(name, "sddmm_tc", F), w_tf32 = grid && wanted(name, "sddmm_tc_tf32", F),
+             w_row = grid && wanted(name, "sddmm_row", F);
+  if (!w_auto && !w_tc && !w_tf32 && !w_row) return;
   float* X = drand(A.M * F, 21 + F);
   float* Yd = drand(A.K * F, 22 + F);
   float* E = dalloc(A.nnz);
@@ -645,7 +655,23 @@ static void bench_sddmm(const std::string& suite, const std::string& name, CuSpa
   r.bytes = csr_bytes(A, false) + A.M * F * 4.0 + gather_bytes(A.K, A.nnz, F) + A.nnz * 4.0;
   r.l2_bytes = csr_bytes(A, false) + A.M * F * 4.0 + l2_gather_bytes(A.nnz, F) + A.nnz * 4.0;
   r.flops = double(A.nnz) * (2.0 * F - 1.0);
-  report(r);
+  if (w_auto) report(r);
+  // A forced method on the same inputs: checked against cuSPARSE's result (in Er), then timed.
+  auto method_row = [&](const char* op, const char* method, gnnsparse::Precision prec, double tol) {
+    EnvSet e("GNNSPARSE_CUDA_SDDMM", method);
+    Row u = r;
+    u.op = op;
+    u.bitwise_ours = true;
+    time_ours(tm, u, [&](void* o) { our_sddmm_dot(A, X, Yd, static_cast<float*>(o), F, prec); }, E, A.nnz * 4);
+    if (with_ref) {
+      u.err = rel_err(E, Er, A.nnz);
+      u.ok = u.err < tol;
+    }
+    report(u);
+  };
+  if (w_tc) method_row("sddmm_tc", "tc", gnnsparse::Precision::fp32, 1e-5);
+  if (w_tf32) method_row("sddmm_tc_tf32", "tc", gnnsparse::Precision::tf32, 1e-2);
+  if (w_row) method_row("sddmm_row", "row", gnnsparse::Precision::fp32, 1e-4);
   cudaFree(X);
   cudaFree(Yd);
   cudaFree(E);
@@ -789,6 +815,91 @@ static void run_check(CuSparse& cs, Timer& tm) {
   A.free_all();
 }
 
+// --suite check, SDDMM: the tensor-core kernel forced (GNNSPARSE_CUDA_SDDMM=tc) at N = 4 .. 128, K
+// splits (the plan's, 1, 3, 8: GNNSPARSE_CUDA_SDDMM_TC_SPLIT), int32 and int64 indices, fp32 (and
+// tf32 with the plan's split), on three matrices: 301 x 777 at density 0.2 (partial panels and
+// chunks), 40 x 5000 at 0.3 (one panel, many slices), 1000 x 300 at 0.02 (short and empty rows).
+// E is poisoned (NaN) before each run; each run is checked against cuSPARSE and repeated bitwise;
+// that the tensor-core path ran is seen through an invalid split knob, which only that path reads.
+static void run_check_sddmm(CuSparse& cs, Timer& tm) {
+  struct Shape { int64_t M, K; double d; uint64_t seed; };
+  const Shape shapes[] = {{301, 777, 0.2, 4343}, {40, 5000, 0.3, 4444}, {1000, 300, 0.02, 4545}};
+  int failed = 0, total = 0;
+  for (const Shape& sh : shapes) {
+    Csr A = make_grid(sh.M, sh.K, sh.d, sh.seed);
+    int64_t *rp64, *col64;
+    CK(cudaMalloc(&rp64, (A.M + 1) * sizeof(int64_t)));
+    CK(cudaMalloc(&col64, std::max<int64_t>(1, A.nnz) * sizeof(int64_t)));
+    widen_kernel<<<static_cast<unsigned>((A.M + 256) / 256), 256>>>(A.rowptr, rp64, A.M + 1);
+    widen_kernel<<<static_cast<unsigned>((A.nnz + 255) / 256), 256>>>(A.col, col64, A.nnz);
+    CK(cudaGetLastError());
+    for (int64_t N : {4, 12, 32, 36, 64, 128}) {
+      float* X = drand(A.M * N, 61 + N);
+      float* Y = drand(A.K * N, 62 + N);
+      float* E = dalloc(A.nnz);
+      float* E2 = dalloc(A.nnz);
+      float* Er = dalloc(A.nnz);
+      tm.reps = 3;
+      cusparse_sddmm(cs, tm, A, X, Y, Er, N);
+      for (int wide = 0; wide < 2; ++wide)
+        for (const char* split : {"", "1", "3", "8"})
+          for (const auto prec : {gnnsparse::Precision::fp32, gnnsparse::Precision::tf32}) {
+            if (prec == gnnsparse::Precision::tf32 && split[0] != '\0') continue;
+            EnvSet e("GNNSPARSE_CUDA_SDDMM", "tc"), sp("GNNSPARSE_CUDA_SDDMM_TC_SPLIT", split);
+            gnnsparse::SddmmArgs a;
+            a.A = A.view(nullptr);
+            if (wide) {
+              a.A.itype = IType::i64;
+              a.A.rowptr = rp64;
+              a.A.col = col64;
+            }
+            a.dtype = DType::f32;
+            a.op = SddmmOp::dot;
+            a.X = X;
+            a.Y = Y;
+            a.H = 1;
+            a.F = N;
+            a.precision = prec;
+            CK(cudaMemset(E, 0xff, A.nnz * 4));  // NaN: an entry left unwritten fails the check
+            CK(cudaMemset(E2, 0xff, A.nnz * 4));
+            a.E = E;
+            gnnsparse::cuda::sddmm(a, 0);
+            a.E = E2;
+            gnnsparse::cuda::sddmm(a, 0);
+            CK(cudaDeviceSynchronize());
+            bool taken = false;
+            {
+              EnvSet bad("GNNSPARSE_CUDA_SDDMM_TC_SPLIT", "0");
+              try {
+                gnnsparse::cuda::sddmm(a, 0);
+              } catch (const std::invalid_argument&) {
+                taken = true;
+              }
+            }
+            CK(cudaDeviceSynchronize());
+            const bool tf = prec == gnnsparse::Precision::tf32;
+            const double err = rel_err(E, Er, A.nnz);
+            const bool same = same_bits(E, E2, A.nnz * 4), ok = err < (tf ? 1e-2 : 1e-5) && same && taken;
+            failed += !ok;
+            ++total;
+            printf("check sddmm_tc M=%-4lld K=%-4lld N=%-4lld %s %s split=%-2s err %.1e %s%s%s\n", (long long)A.M,
+                   (long long)A.K, (long long)N, wide ? "int64" : "int32", tf ? "tf32" : "fp32",
+                   split[0] ? split : "-", err, ok ? "ok" : "FAILED", same ? "" : " (not bitwise)",
+                   taken ? "" : " (tc path not taken)");
+          }
+      cudaFree(X);
+      cudaFree(Y);
+      cudaFree(E);
+      cudaFree(E2);
+      cudaFree(Er);
+    }
+    cudaFree(rp64);
+    cudaFree(col64);
+    A.free_all();
+  }
+  printf("check sddmm_tc: %d of %d configurations failed\n", failed, total);
+}
+
 // SpMM over densities at two shapes: where the panel kernels overtake the row kernels.
 static void run_sweep(CuSparse& cs, Timer& tm) {
   const int64_t shapes[][2] = {{4096, 4096}, {16384, 4096}};
@@ -886,6 +997,48 @@ static void print_dense_summaries() {
     }
     if (cross > 0) printf("  crossover <= %.3f\n", cross);
     else printf("  crossover: none\n");
+  }
+}
+
+// The grid's SDDMM per N: each method (auto = the dispatch's choice, tc, tc tf32, row) against
+// cuSPARSE (geomeans, worst cell), the tensor-core kernel against the row kernels, errors.
+static void print_sddmm_summary() {
+  bool header = false;
+  for (int64_t Nsel : {int64_t(32), int64_t(128), int64_t(0)}) {
+    const char* ops[] = {"sddmm", "sddmm_tc", "sddmm_tc_tf32", "sddmm_row"};
+    double s[4] = {0, 0, 0, 0}, worst[4] = {1e30, 1e30, 1e30, 1e30}, err[4] = {0, 0, 0, 0};
+    int n[4] = {0, 0, 0, 0};
+    bool ok = true, bitwise = true;
+    double s_tr = 0;
+    int n_tr = 0, tc_wins = 0;
+    for (auto& r : g_rows) {
+      if (r.suite != "grid" || r.ref_us <= 0 || (Nsel && r.N != Nsel)) continue;
+      for (int k = 0; k < 4; ++k) {
+        if (r.op != ops[k]) continue;
+        s[k] += std::log(r.ref_us / r.ours_us);
+        ++n[k];
+        worst[k] = std::min(worst[k], r.ref_us / r.ours_us);
+        err[k] = std::max(err[k], r.err);
+        ok = ok && r.ok;
+        bitwise = bitwise && r.bitwise_ours;
+      }
+      if (r.op == "sddmm_tc")
+        if (const Row* w = find_row_in("grid", r.name, "sddmm_row", r.N)) {
+          s_tr += std::log(w->ours_us / r.ours_us);
+          ++n_tr;
+          tc_wins += w->ours_us > r.ours_us;
+        }
+    }
+    if (!n[0] && !n[1]) continue;
+    if (!header) {
+      printf("\ngrid SDDMM dot (ratios = cuSPARSE time / ours: geomean, worst cell; max error vs cuSPARSE):\n");
+      header = true;
+    }
+    printf("  N=%-4s", Nsel ? std::to_string(Nsel).c_str() : "all");
+    for (int k = 0; k < 4; ++k)
+      if (n[k]) printf(" | %s x%.2f (worst x%.2f, err %.1e, %d)", ops[k], std::exp(s[k] / n[k]), worst[k], err[k], n[k]);
+    if (n_tr) printf(" | tc / row kernels x%.2f, tc faster in %d of %d", std::exp(s_tr / n_tr), tc_wins, n_tr);
+    printf("%s%s\n", ok ? "" : " (MISMATCH)", bitwise ? "" : " (NONDETERMINISTIC)");
   }
 }
 
@@ -1133,7 +1286,9 @@ int main(int argc, char** argv) {
   if (suite == "grid" || suite == "all") run_grid(cs, tm, max_grid_nnz, fused_grid);
   if (suite == "sweep") run_sweep(cs, tm);
   if (suite == "check") run_check(cs, tm);
+  if (suite == "check") run_check_sddmm(cs, tm);
   write_outputs(csv, json);
   print_dense_summaries();
+  print_sddmm_summary();
   return 0;
 }

@@ -506,4 +506,56 @@ struct QuantizeTuning {
   static constexpr int kScaleThreads = 1024;        // >= kQuantizeWork
 };
 
+// ---- dense-ish SDDMM dot on tensor cores (sddmm_tc.cu) --------------------------------------
+// fp32 dot, one head, F % 4 == 0 and F <= 128, 16-byte aligned X and Y, a CSR with sorted columns:
+// a block (kBlockThreads) owns BM rows of A, stages their X rows once in shared memory and walks K
+// in chunks of BK columns; each chunk's BK rows of Y are staged (cp.async, kStages(FT) buffers), the
+// BM x BK score tile is computed with mma.sync (3xTF32 for fp32: fp32-accurate) into shared
+// memory, and every entry of the panel whose column lies in the chunk reads its score there and is
+// written to E at its CSR position. Each row's entries of a chunk are contiguous from a per-row
+// cursor; the first kWindow column indices from the cursor are copied ahead (cp.async, while the
+// chunk's products run), so the write-out reads no global memory in a dependent chain. Few panels
+// (small M): K is split into S slices of chunks, each a block of its own (each entry is written
+// once: no combine). GNNSPARSE_CUDA_SDDMM=auto|row|tc forces a method; GNNSPARSE_CUDA_SDDMM_TC_SPLIT
+// forces S (bench, tests).
+struct SddmmTcTuning {
+  static constexpr int kBlockThreads = 256;    // 8 warps: 4 x 2 warp tiles of 32 x 32 scores
+  static constexpr int kBM = 128;              // rows of A per block
+  static constexpr int kBK = 64;               // columns of A (rows of Y) per chunk
+  static constexpr int kWindow = 32;           // column indices per row copied ahead (one per lane)
+  static constexpr int kMaxFeatures = 128;     // F up to this in one staged panel
+  static constexpr int64_t kTargetBlocks = 264;  // split K until panels x S reach this
+  static constexpr int kMaxSplit = 64;
+  // auto: density nnz / (M K) at least kMinDensity and K >= kMinK. PREDICTION, set from the first
+  // H200 measurement (docs/grid.md, "SDDMM dot on tensor cores"): tensor time ~ M K F (3 x 2 flops
+  // at ~55 % of the measured 323 TFLOP/s mma.sync ceiling) against the row kernel's ~nnz F 4 bytes
+  // of L2 gathers at ~8 TB/s: equal near d ~ 0.06 at either F; 0.1 leaves margin for the write-out.
+  // Graphs (d < 1 %) never qualify, nor does anything whose sortedness was not checked.
+  static constexpr double kMinDensity = 0.1;
+  static constexpr int64_t kMinK = 256;
+};
+// Y-chunk buffers in flight per feature width (shared memory: 104 KB at FT = 32, two blocks per
+// SM; 127 / 192 KB at 64 / 128, one).
+constexpr int sddmm_tc_stages(int ft) { return ft <= 32 ? 3 : 2; }
+constexpr int sddmm_tc_min_blocks(int ft) { return ft <= 32 ? 2 : 1; }
+struct SddmmTcPlan {
+  int ft = 32;  // staged feature width: 32, 64 or 128 (F rounded up; the tail zero-filled)
+  int64_t panels = 0, split = 1;
+  int64_t blocks() const { return panels * split; }
+};
+inline bool prefer_sddmm_tc(int64_t M, int64_t K, int64_t nnz) {
+  if (M <= 0 || K < SddmmTcTuning::kMinK) return false;
+  return double(nnz) >= SddmmTcTuning::kMinDensity * double(M) * double(K);
+}
+// force_split: 0, or the number of K slices (capped by the number of chunks).
+inline SddmmTcPlan plan_sddmm_tc(int64_t M, int64_t K, int64_t F, int force_split) {
+  SddmmTcPlan p;
+  p.ft = F <= 32 ? 32 : (F <= 64 ? 64 : 128);
+  p.panels = (M + SddmmTcTuning::kBM - 1) / SddmmTcTuning::kBM;
+  const int64_t chunks = (K + SddmmTcTuning::kBK - 1) / SddmmTcTuning::kBK;
+  const int64_t s = force_split > 0 ? force_split : (SddmmTcTuning::kTargetBlocks + p.panels - 1) / p.panels;
+  p.split = std::max<int64_t>(1, std::min<int64_t>({s, int64_t(SddmmTcTuning::kMaxSplit), chunks}));
+  return p;
+}
+
 }  // namespace gnnsparse::cuda_detail

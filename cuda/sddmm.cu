@@ -11,9 +11,12 @@
 // (segment, head) splits each hub piece over its groups, which write their edges directly.
 // add: a group per run of kEdgesPerGroup consecutive edges (one binary search for its first row),
 // lanes over heads. Fixed shuffle trees: bitwise reproducible.
+// Dense-ish fp32 dot (sorted columns, one head) may take the tensor-core kernel of sddmm_tc.cu
+// instead (run_sddmm asks sddmm_tc first; knob GNNSPARSE_CUDA_SDDMM=auto|row|tc).
 #include "common.cuh"
 #include "dispatch.cuh"
 #include "policy.cuh"
+#include "sddmm_tc.cuh"
 #include "segments.cuh"
 #include "gnnsparse/cuda.hpp"
 
@@ -346,6 +349,9 @@ void run_sddmm(const SddmmArgs& a, cudaStream_t stream) {
   }
   if (a.A.rowptr == nullptr || a.A.col == nullptr || a.X == nullptr || a.Y == nullptr)
     throw std::invalid_argument("gnnsparse cuda sddmm: null pointer");
+  // dense-ish fp32 dot: the tensor-core panel kernel (sddmm_tc.cu) where the policy takes it
+  if constexpr (OP == SddmmOp::dot)
+    if (sddmm_tc<I>(a, stream)) return;
   const bool aligned = reinterpret_cast<uintptr_t>(a.X) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(a.Y) % 16 == 0;
   const SddmmPlan p = plan_sddmm(M, nnz, H, F, a.A.max_degree, OP == SddmmOp::add, sizeof(T), aligned,

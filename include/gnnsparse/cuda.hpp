@@ -14,6 +14,13 @@
 //   GNNSPARSE_CUDA_SPMM (auto | row | panel, read at every call) forces the method;
 //   GNNSPARSE_CUDA_PANEL_BN (32 | 64 | 128) and GNNSPARSE_CUDA_PANEL_SPLIT (1..8) force the panel
 //   kernels' column block and K split (bench and tests). A bad value: std::invalid_argument.
+// - SDDMM dot with fp32 features, one head, F % 4 == 0 and F <= 128, 16-byte aligned X and Y and
+//   A.sorted_cols == 1 may take the dense-ish tensor-core kernel (cuda/sddmm_tc.cu; automatic from
+//   the crossover density of cuda/policy.cuh, SddmmTcTuning). It is fp32-accurate (3xTF32) at
+//   precision fp32 and honours precision tf32 (the one kernel that reads `precision`; bf16 keeps
+//   the fp32 kernels). GNNSPARSE_CUDA_SDDMM (auto | row | tc, read at every call) forces the method,
+//   GNNSPARSE_CUDA_SDDMM_TC_SPLIT (1..64) its K split (bench and tests). A bad value:
+//   std::invalid_argument.
 // - precision: checked to be a code of the table and otherwise ignored: every kernel here
 //   accumulates in float32 (float64 for float64 features) and uses no tensor cores.
 // - Work is enqueued on `stream`; calls do not synchronize. Hub rows are split into fixed
