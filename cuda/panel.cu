@@ -328,16 +328,18 @@ void launch_panel(const PanelPlan& p, const SpmmArgs& a, bool mean, cudaStream_t
   GS_LAUNCH_CHECK("panel_combine_kernel");
 }
 
-enum class SpmmMethod { automatic, row, panel };
+enum class SpmmMethod { automatic, row, panel, tc };
 
 // GNNSPARSE_CUDA_SPMM: unset, "" or "auto" (the policy), "row" (spmm.cu's row kernels), "panel"
-// (the panel kernels whenever the call is eligible). Read at every call.
+// (the panel kernels whenever the call is eligible), "tc" (the tensor-core panels of panel_tc.cu
+// whenever the call is eligible for them; otherwise as auto). Read at every call.
 SpmmMethod spmm_method() {
   const char* e = std::getenv("GNNSPARSE_CUDA_SPMM");
   if (e == nullptr || *e == '\0' || std::strcmp(e, "auto") == 0) return SpmmMethod::automatic;
   if (std::strcmp(e, "row") == 0) return SpmmMethod::row;
   if (std::strcmp(e, "panel") == 0) return SpmmMethod::panel;
-  throw std::invalid_argument(std::string("gnnsparse cuda: GNNSPARSE_CUDA_SPMM must be auto, row or panel, got '") +
+  if (std::strcmp(e, "tc") == 0) return SpmmMethod::tc;
+  throw std::invalid_argument(std::string("gnnsparse cuda: GNNSPARSE_CUDA_SPMM must be auto, row, panel or tc, got '") +
                               e + "'");
 }
 
@@ -378,10 +380,16 @@ int env_choice(const char* name, std::initializer_list<int> allowed) {
 
 template <class I>
 bool spmm_panel(const SpmmArgs& a, bool mean, cudaStream_t stream) {
-  const SpmmMethod method = spmm_method();
+  SpmmMethod method = spmm_method();
   if (method == SpmmMethod::row) return false;
   const CsrView& A = a.A;
   if (a.dtype != DType::f32 || A.sorted_cols != 1 || A.nnz <= 0 || A.K > int64_t(INT_MAX) - 1024) return false;
+  if ((method == SpmmMethod::tc || method == SpmmMethod::automatic) && panel_tc_eligible(a) &&
+      (method == SpmmMethod::tc || prefer_panel_tc(A.M, A.K, A.nnz, a.C, a.precision))) {
+    spmm_panel_tc<I>(a, mean, stream);
+    return true;
+  }
+  if (method == SpmmMethod::tc) method = SpmmMethod::automatic;  // not eligible for the tensor cores
   const bool vec = a.C % 4 == 0 && reinterpret_cast<uintptr_t>(a.X) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(a.Y) % 16 == 0;
   if (method == SpmmMethod::automatic && !prefer_panel(A.M, A.K, A.nnz, a.C, vec)) return false;
