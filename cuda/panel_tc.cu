@@ -332,8 +332,9 @@ bool panel_tc_eligible(const SpmmArgs& a) {
 
 template <class I>
 void spmm_panel_tc(const SpmmArgs& a, bool mean, cudaStream_t stream) {
-  const int force_bn = env_choice("GNNSPARSE_CUDA_PANEL_BN", {32, 64, 128});
-  const int force_split = env_choice("GNNSPARSE_CUDA_PANEL_SPLIT", {1, 2, 3, 4, 5, 6, 7, 8});
+  // knobs of their own (read only here, so a test sees which panel kernels a call took)
+  const int force_bn = env_choice("GNNSPARSE_CUDA_TC_BN", {32, 64, 128});
+  const int force_split = env_choice("GNNSPARSE_CUDA_TC_SPLIT", {1, 2, 3, 4, 5, 6, 7, 8});
   const TcPlan p = plan_panel_tc(a.A.M, a.A.K, a.C, force_bn, force_split);
   check_grid("spmm (panel_tc)", {p.blocks()}, 1);
   auto go = [&](auto prec, auto off) {

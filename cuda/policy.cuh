@@ -269,7 +269,7 @@ inline PanelPlan plan_panel(int64_t M, int64_t K, int64_t C, bool vec, int force
 //            zeros), N <= 64: 128 x 64 (8 warps), else 64 x 128 (8 warps; 128 x 128 would need
 //            16 warps of 128 registers or 64 x 32 warp tiles: more registers than two blocks allow).
 // Too few blocks (small M): K split into S <= 8 slices, partial tiles added in slice order
-// (panel_combine_kernel, as for panel.cu). GNNSPARSE_CUDA_PANEL_BN / _SPLIT force the shape / split.
+// (panel_combine_kernel, as for panel.cu). GNNSPARSE_CUDA_TC_BN / _SPLIT force the shape / split.
 struct TcTuning {
   static constexpr int kBK = 32;      // K chunk (one lane per column in the scatter)
   static constexpr int kWindow = 32;  // CSR entries of a row prefetched per chunk (one per lane)
