@@ -262,9 +262,9 @@ inline PanelPlan plan_panel(int64_t M, int64_t K, int64_t C, bool vec, int force
 // tile of A in shared memory and scatters the panel's entries of the chunk into it (CSR windows of
 // 32 entries per row prefetched with cp.async one chunk ahead), stages X's BK x BN chunk with
 // 16-byte cp.async, and multiplies on the tensor cores (mma.sync m16n8k8: 3xTF32 for precision fp32,
-// each chunk accumulated from zero and added to the fp32 sum; plain TF32 for precision tf32).
-// Warps own 32 x 32 tiles (2 x 4 mma tiles: 32 accumulators, 32 more for the chunk sum at fp32),
-// about 100 registers a thread, two blocks per SM. Shapes (BM x BN, threads):
+// each k step's products from zero and added to the fp32 sum; plain TF32 for precision tf32).
+// Warps own 32 x 32 tiles (2 x 4 mma tiles, 32 accumulators): 122-130 registers a thread at fp32,
+// 92-104 at tf32 (sm_90, no spills), two blocks per SM. Shapes (BM x BN, threads):
 //   N <= 32: 128 x 32 (4 warps: one 32-column warp per row strip; a wider block would compute
 //            zeros), N <= 64: 128 x 64 (8 warps), else 64 x 128 (8 warps; 128 x 128 would need
 //            16 warps of 128 registers or 64 x 32 warp tiles: more registers than two blocks allow).
@@ -277,14 +277,16 @@ struct TcTuning {
   static constexpr int64_t kTargetBlocks = 264;  // split K until blocks reach this (2 per SM)
   static constexpr int kMaxSplit = 8;
   // Auto choice: PREDICTION, to be set from the first H200 measurement (docs/grid.md, "Tensor-core
-  // row panels"): the useful rate is density x ~108 TFLOP/s (3xTF32) or x ~323 TFLOP/s (tf32) at
-  // ~50 % efficiency, against ~6-7 TFLOP/s for cuSPARSE and the row kernels; the scatter costs per
-  // entry, amortized over fewer columns at N = 32. Crossover density per (precision, N): fp32 0.15
-  // at N <= 32, 0.10 at N >= 128 (interpolated in log2 N); tf32 a third of that. Graphs (density
-  // < 1 %) never qualify; at least kMinRows rows and kMinK columns.
-  static constexpr double kDensityFp32N32 = 0.15;
-  static constexpr double kDensityFp32N128 = 0.10;
-  static constexpr double kTf32Factor = 1.0 / 3.0;
+  // row panels", model written before any run): dense-equivalent rate ~50 TFLOP/s at N = 128 and
+  // ~25 at N = 32 for 3xTF32 (issue-bound: operand splits, the scatter's ~30 warp instructions per
+  // row and chunk), ~90 / ~30 for TF32; useful rate = density x that, against ~6 TFLOP/s for the
+  // row kernels. Crossover density per (precision, N), interpolated in log2 N between 32 and 128:
+  // fp32 0.25 at N <= 32, 0.12 at N >= 128; tf32 0.19 / 0.065. Graphs (density < 1 %) never
+  // qualify; at least kMinRows rows and kMinK columns.
+  static constexpr double kDensityFp32N32 = 0.25;
+  static constexpr double kDensityFp32N128 = 0.12;
+  static constexpr double kDensityTf32N32 = 0.19;
+  static constexpr double kDensityTf32N128 = 0.065;
   static constexpr double kFloorDensity = 0.01;
   static constexpr int64_t kMinRows = 1024;
   static constexpr int64_t kMinK = 256;
@@ -314,8 +316,10 @@ inline bool prefer_panel_tc(int64_t M, int64_t K, int64_t nnz, int64_t C, Precis
   if (M < TcTuning::kMinRows || K < TcTuning::kMinK || C < 4) return false;
   const double d = double(nnz) / (double(M) * double(K));
   const double w = std::min(1.0, std::max(0.0, (std::log2(double(C)) - 5.0) / 2.0));  // 0 at 32, 1 at 128
-  double need = TcTuning::kDensityFp32N32 + w * (TcTuning::kDensityFp32N128 - TcTuning::kDensityFp32N32);
-  if (precision == Precision::tf32) need *= TcTuning::kTf32Factor;
+  const bool tf32 = precision == Precision::tf32;
+  const double lo = tf32 ? TcTuning::kDensityTf32N32 : TcTuning::kDensityFp32N32;
+  const double hi = tf32 ? TcTuning::kDensityTf32N128 : TcTuning::kDensityFp32N128;
+  const double need = lo + w * (hi - lo);
   return d >= std::max(need, TcTuning::kFloorDensity);
 }
 // force_bn: 0, or 32 / 64 / 128; force_split: 0, or the number of K slices.

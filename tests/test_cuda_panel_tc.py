@@ -169,10 +169,16 @@ def test_tc_dispatch(monkeypatch):
     assert not takes_tc(A, X128.double())
     assert not takes_tc(A, feats(K, 30, 94))  # C % 4 != 0
     assert not takes_tc(A, feats(K, 128, 95, misalign=True))
-    r2, c2, v2 = dense_ish(M, K, 0.05, 96, empty_frac=0.0)  # below the fp32 crossover (0.10 at N = 128)
+    # density ~0.084: below the fp32 crossover at N = 128 (0.12), above the tf32 one (0.065)
+    r2, c2, v2 = dense_ish(M, K, 0.08, 96, empty_frac=0.0)
     B = dev_csr(r2, c2, v2, M, K)
     assert not takes_tc(B, X128)
-    assert takes_tc(B, X128, precision="tf32")  # the tf32 crossover is a third of it
+    assert takes_tc(B, X128, precision="tf32")
+    # density ~0.18: above the fp32 crossover at N = 128, below the one at N = 32 (0.25)
+    r5, c5, v5 = dense_ish(M, K, 0.18, 99, empty_frac=0.0)
+    D = dev_csr(r5, c5, v5, M, K)
+    assert takes_tc(D, X128) and not takes_tc(D, X32)
+    check(D, X32, "sum", run(D, X32))
     assert not takes_tc(dev_csr(rowptr[:257], col[: rowptr[256]], val[: rowptr[256]], 256, K), X128)  # M < 1024
     # a graph: 10 entries per row
     g_rowptr = np.arange(0, 10 * M + 1, 10, dtype=np.int64)
