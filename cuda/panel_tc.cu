@@ -82,7 +82,7 @@ spmm_tc_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const fl
   static_assert(BM % NW == 0 && RPW <= 32, "one lane per row of a warp in the setup");
   constexpr int KSTEP = Prec<P>::kStep;
   static_assert(KSTEP == 8 && BK % KSTEP == 0, "tf32 steps");
-  constexpr bool kFold = P == Precision::fp32;  // chunk sums from zero, added in fp32
+  constexpr bool kFold = P == Precision::fp32;  // k-step sums from zero, added in fp32
   using FragA = typename Prec<P>::FragA;
   using FragB = typename Prec<P>::FragB;
 
