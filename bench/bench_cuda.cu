@@ -40,12 +40,16 @@
 // --suite grid also prints, per SpMM case: spmm_row (the row kernels forced, GNNSPARSE_CUDA_SPMM=row)
 // and spmm_dense (cuBLAS SGEMM, fp32 without TF32, on the densified matrix; the densify is not
 // timed), each against cuSPARSE; with --panel-variants also spmm_bn32 / spmm_bn64 / spmm_bn128 (the
-// panel kernels forced with that column block). Then the grid's SpMM summary: ours against cuSPARSE
-// and against the better of cuSPARSE and the dense product (geomean, worst cell).
-// --suite sweep: SpMM over densities 0.002 .. 0.1 (auto, spmm_row, spmm_panel forced, cuSPARSE) and
-// the density from which the panel kernels beat the row kernels (what cuda/policy.cuh's PanelTuning
-// is set from). --suite check: the panel kernels forced in every shape, column block, K split and
-// index type against cuSPARSE (run_check).
+// panel kernels forced with that column block); spmm_tc / spmm_tc_tf32 (the tensor-core panels of
+// cuda/panel_tc.cu forced, GNNSPARSE_CUDA_SPMM=tc: 3xTF32, and TF32 at precision tf32, the latter
+// checked against a 5e-3 bound). Then the grid's SpMM summary: ours against cuSPARSE and against
+// the better of cuSPARSE and the dense product (geomean, worst cell), and the same for spmm_tc*.
+// --suite sweep: SpMM over densities 0.002 .. 0.3 (auto, spmm_row, spmm_panel and spmm_tc forced,
+// cuSPARSE) and the density from which the panel / tensor-core kernels beat the row kernels (what
+// cuda/policy.cuh's PanelTuning / TcTuning are set from). --suite check: the panel kernels forced in
+// every shape, column block, K split and index type against cuSPARSE (run_check), then the
+// tensor-core panels against an fp64 reference on a CSR with repeated columns and empty rows
+// (run_check_tc).
 // Extra rows of the graph suite: spmm_nw (unweighted), spmm_max (max with an int64 arg output),
 // spmm_bf16 / spmm_f16 (bf16 / fp16 features, against our fp32 sum), fusedmm_yz (FusedMM whose SpMM operand is the
 // SDDMM's Y: one gathered row feeds both products), fused_sm (dot -> row softmax -> SpMM), fused_sm_h4
@@ -78,6 +82,7 @@ using gnnsparse::CsrView;
 using gnnsparse::DType;
 using gnnsparse::EdgeFn;
 using gnnsparse::IType;
+using gnnsparse::Precision;
 using gnnsparse::Reduce;
 using gnnsparse::SddmmOp;
 
@@ -365,10 +370,11 @@ static void report(const Row& r) {
 // ---- ours -----------------------------------------------------------------------------------
 
 static void our_spmm(const Csr& A, const float* val, Reduce reduce, const void* X, void* Y,
-                     int64_t* arg, int64_t N, DType dt = DType::f32) {
+                     int64_t* arg, int64_t N, DType dt = DType::f32, Precision prec = Precision::fp32) {
   gnnsparse::SpmmArgs a;
   a.A = A.view(val);
   a.dtype = dt;
+  a.precision = prec;
   a.reduce = reduce;
   a.X = X;
   a.Y = Y;
@@ -477,11 +483,13 @@ static void bench_spmm(const std::string& suite, const std::string& name, CuSpar
   const bool dense_ish = suite == "grid" || suite == "sweep";
   const bool w_row = dense_ish && wanted(name, "spmm_row", N),
              w_panel = suite == "sweep" && wanted(name, "spmm_panel", N),
-             w_dense = suite == "grid" && wanted(name, "spmm_dense", N);
+             w_dense = suite == "grid" && wanted(name, "spmm_dense", N),
+             w_tc = dense_ish && wanted(name, "spmm_tc", N),
+             w_tc32 = suite == "grid" && wanted(name, "spmm_tc_tf32", N);
   bool w_var = false;
   for (int bn : {32, 64, 128})
     w_var = w_var || (g_variants && suite == "grid" && N >= bn && wanted(name, "spmm_bn" + std::to_string(bn), N));
-  const bool w_extra = w_row || w_panel || w_dense || w_var;
+  const bool w_extra = w_row || w_panel || w_dense || w_var || w_tc || w_tc32;
   if (!w_sum && !w_nw && !w_max && !w_bf && !w_h && !w_extra) return;
   float* X = drand(A.K * N, 11 + N);
   float* Y = dalloc(A.M * N);
@@ -504,14 +512,14 @@ static void bench_spmm(const std::string& suite, const std::string& name, CuSpar
     if (w_sum) report(r);
   }
   // Another method on the same inputs, checked against cuSPARSE's result (in Yr) and timed.
-  auto method_row = [&](const std::string& op, const std::function<void(void*)>& run) {
+  auto method_row = [&](const std::string& op, const std::function<void(void*)>& run, double bound = 1e-4) {
     Row u = r;
     u.op = op;
     u.bitwise_ours = true;
     time_ours(tm, u, run, Y, A.M * N * 4);
     if (with_ref) {
       u.err = rel_err(Y, Yr, A.M * N);
-      u.ok = u.err < 1e-4;
+      u.ok = u.err < bound;
     }
     report(u);
   };
@@ -523,6 +531,18 @@ static void bench_spmm(const std::string& suite, const std::string& name, CuSpar
   if (w_panel) {
     EnvSet e("GNNSPARSE_CUDA_SPMM", "panel");
     method_row("spmm_panel", sum_into);
+  }
+  // the tensor-core panels forced: 3xTF32 (fp32 accuracy: the panel kernels' bound), and TF32
+  // products (precision tf32: operands with 10-bit significands, checked against a looser bound)
+  if (w_tc) {
+    EnvSet e("GNNSPARSE_CUDA_SPMM", "tc");
+    method_row("spmm_tc", sum_into);
+  }
+  if (w_tc32) {
+    EnvSet e("GNNSPARSE_CUDA_SPMM", "tc");
+    method_row("spmm_tc_tf32", [&](void* y) {
+      our_spmm(A, A.val, Reduce::sum, X, y, nullptr, N, DType::f32, Precision::tf32);
+    }, 5e-3);
   }
   for (int bn : {32, 64, 128}) {
     const std::string op = "spmm_bn" + std::to_string(bn);
@@ -756,6 +776,113 @@ __global__ void widen_kernel(const int* a, int64_t* b, int64_t n) {
   if (k < n) b[k] = a[k];
 }
 
+// --suite check, the tensor-core panels (GNNSPARSE_CUDA_SPMM=tc, cuda/panel_tc.cu): a 301 x 777 CSR
+// built here (density 0.2, every tenth row empty, two repeated columns in every other row, a run of
+// 40 entries of one column in every seventh (more than the kernel's 32-entry window), one row of
+// every column twice over), against an fp64 reference computed here: every column block and K
+// split, int32 and int64 indices, sum (mean in two configurations), N = 4, 12, 32, 36, 128, 132.
+// Outputs poisoned (NaN) before each run; each run twice (bitwise); error bound 1e-5 of max |ref|.
+static void run_check_tc() {
+  const int64_t M = 301, K = 777;
+  std::vector<int> rp(1, 0), cl;
+  std::vector<float> vl;
+  uint64_t st = 99;
+  auto rnd = [&]() { st = mix(st + 0x9e3779b97f4a7c15ull); return double(st >> 11) * (1.0 / 9007199254740992.0); };
+  for (int64_t i = 0; i < M; ++i) {
+    std::vector<int> c;
+    if (i % 10 != 9) {
+      for (int64_t j = 0; j < K; ++j)
+        if (i == 5 || rnd() < 0.2) c.push_back(static_cast<int>(j));
+      if (i == 5) c.insert(c.end(), c.begin(), c.end());
+      if (i % 2 == 0 && c.size() > 2) c.push_back(c[c.size() / 3]), c.push_back(c[c.size() / 2]);
+      if (i % 7 == 0 && !c.empty()) c.insert(c.end(), 39, c[c.size() / 2]);
+      std::sort(c.begin(), c.end());
+    }
+    for (int x : c) cl.push_back(x), vl.push_back(static_cast<float>(rnd() * 2.0 - 1.0));
+    rp.push_back(static_cast<int>(cl.size()));
+  }
+  const int64_t nnz = static_cast<int64_t>(cl.size());
+  Csr A;
+  A.M = M;
+  A.K = K;
+  A.nnz = nnz;
+  A.sorted_cols = 1;
+  CK(cudaMalloc(&A.rowptr, (M + 1) * sizeof(int)));
+  CK(cudaMalloc(&A.col, nnz * sizeof(int)));
+  CK(cudaMalloc(&A.val, nnz * sizeof(float)));
+  CK(cudaMemcpy(A.rowptr, rp.data(), (M + 1) * sizeof(int), cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(A.col, cl.data(), nnz * sizeof(int), cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(A.val, vl.data(), nnz * sizeof(float), cudaMemcpyHostToDevice));
+  A.maxdeg = max_degree(A);
+  int64_t *rp64, *col64;
+  CK(cudaMalloc(&rp64, (M + 1) * sizeof(int64_t)));
+  CK(cudaMalloc(&col64, nnz * sizeof(int64_t)));
+  widen_kernel<<<static_cast<unsigned>((M + 256) / 256), 256>>>(A.rowptr, rp64, M + 1);
+  widen_kernel<<<static_cast<unsigned>((nnz + 255) / 256), 256>>>(A.col, col64, nnz);
+  CK(cudaGetLastError());
+  const char* cfg[][2] = {{"", ""}, {"32", "1"}, {"32", "3"}, {"64", "8"}, {"128", "1"}, {"128", "2"}};
+  int failed = 0, total = 0;
+  for (int64_t N : {4, 12, 32, 36, 128, 132}) {
+    float* X = drand(K * N, 61 + N);
+    std::vector<float> hx(K * N);
+    CK(cudaMemcpy(hx.data(), X, K * N * sizeof(float), cudaMemcpyDeviceToHost));
+    float* Y = dalloc(M * N);
+    float* Y2 = dalloc(M * N);
+    float* Yr = dalloc(M * N);
+    for (int mean = 0; mean < 2; ++mean) {
+      std::vector<float> ref(M * N);
+      for (int64_t i = 0; i < M; ++i) {
+        const int deg = rp[i + 1] - rp[i];
+        for (int64_t n = 0; n < N; ++n) {
+          double acc = 0;
+          for (int p = rp[i]; p < rp[i + 1]; ++p) acc += double(vl[p]) * double(hx[cl[p] * N + n]);
+          ref[i * N + n] = static_cast<float>(deg == 0 ? 0.0 : (mean ? acc / deg : acc));
+        }
+      }
+      CK(cudaMemcpy(Yr, ref.data(), M * N * sizeof(float), cudaMemcpyHostToDevice));
+      for (int wide = 0; wide < 2; ++wide)
+        for (const auto& c : cfg) {
+          if (mean && !(c[0][0] == '\0' || std::string(c[1]) == "3")) continue;
+          EnvSet e("GNNSPARSE_CUDA_SPMM", "tc"), b("GNNSPARSE_CUDA_TC_BN", c[0]), sp("GNNSPARSE_CUDA_TC_SPLIT", c[1]);
+          gnnsparse::SpmmArgs a;
+          a.A = A.view();
+          if (wide) {
+            a.A.itype = IType::i64;
+            a.A.rowptr = rp64;
+            a.A.col = col64;
+          }
+          a.dtype = DType::f32;
+          a.reduce = mean ? Reduce::mean : Reduce::sum;
+          a.X = X;
+          a.C = N;
+          CK(cudaMemset(Y, 0xff, M * N * sizeof(float)));  // NaN: an unwritten element fails the check
+          CK(cudaMemset(Y2, 0xff, M * N * sizeof(float)));
+          a.Y = Y;
+          gnnsparse::cuda::spmm(a, 0);
+          a.Y = Y2;
+          gnnsparse::cuda::spmm(a, 0);
+          CK(cudaDeviceSynchronize());
+          const double err = rel_err(Y, Yr, M * N);
+          const bool same = same_bits(Y, Y2, M * N * 4), ok = err < 1e-5 && same;
+          failed += !ok;
+          ++total;
+          printf("check tc N=%-4lld %s %s bn=%-3s split=%-2s err %.1e %s%s\n", (long long)N, wide ? "int64" : "int32",
+                 mean ? "mean" : "sum ", c[0][0] ? c[0] : "-", c[1][0] ? c[1] : "-", err, ok ? "ok" : "FAILED",
+                 same ? "" : " (not bitwise)");
+        }
+    }
+    cudaFree(X);
+    cudaFree(Y);
+    cudaFree(Y2);
+    cudaFree(Yr);
+  }
+  printf("check tc: %d of %d configurations failed (nnz %lld, longest row %lld)\n", failed, total, (long long)nnz,
+         (long long)A.maxdeg);
+  cudaFree(rp64);
+  cudaFree(col64);
+  A.free_all();
+}
+
 // --suite check: the panel kernels forced in every shape (the scalar one at N = 1, 7, 33), column
 // block and K split, int32 and int64 indices, on a 301 x 777 matrix of density 0.2, each against
 // cuSPARSE and run twice (bitwise). One line per configuration, then the number that failed.
@@ -813,6 +940,7 @@ static void run_check(CuSparse& cs, Timer& tm) {
   cudaFree(rp64);
   cudaFree(col64);
   A.free_all();
+  run_check_tc();
 }
 
 // --suite check, SDDMM: the tensor-core kernel forced (GNNSPARSE_CUDA_SDDMM=tc) at N = 4 .. 128, K
@@ -903,14 +1031,14 @@ static void run_check_sddmm(CuSparse& cs, Timer& tm) {
 // SpMM over densities at two shapes: where the panel kernels overtake the row kernels.
 static void run_sweep(CuSparse& cs, Timer& tm) {
   const int64_t shapes[][2] = {{4096, 4096}, {16384, 4096}};
-  const double dens[] = {0.002, 0.005, 0.01, 0.02, 0.05, 0.1};
+  const double dens[] = {0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3};
   for (const auto& sh : shapes)
     for (double d : dens) {
       char nm[96];
       snprintf(nm, sizeof nm, "M%lld_K%lld_d%.3f", (long long)sh[0], (long long)sh[1], d);
       bool any = false;
       for (int64_t N : {32, 128})
-        for (const char* op : {"spmm", "spmm_row", "spmm_panel"}) any = any || wanted(nm, op, N);
+        for (const char* op : {"spmm", "spmm_row", "spmm_panel", "spmm_tc"}) any = any || wanted(nm, op, N);
       if (!any) continue;
       Csr A = make_grid(sh[0], sh[1], d, 7000 + sh[0] + int(d * 1000));
       for (int64_t N : {32, 128}) bench_spmm("sweep", nm, cs, tm, A, N);
@@ -967,36 +1095,70 @@ static void print_dense_summaries() {
            Nsel ? std::to_string(Nsel).c_str() : "all", vs_sp.n, vs_sp.get(), vs_dense.get(), vs_best.get(), worst,
            worst_name.c_str(), dense_sp.get(), row_sp.get(), max_err, all_ok ? "" : " (MISMATCH)",
            all_bitwise ? "" : " (NONDETERMINISTIC)");
+    // the tensor-core panels forced (3xTF32 and TF32), against cuSPARSE, the dense SGEMM and the
+    // better of the two
+    for (const char* op : {"spmm_tc", "spmm_tc_tf32"}) {
+      Acc t_sp, t_dense, t_best;
+      double t_worst = 1e30, t_err = 0;
+      std::string t_worst_name;
+      bool t_ok = true, t_bits = true;
+      for (auto& r : g_rows) {
+        if (r.suite != "grid" || r.op != op || r.ref_us <= 0 || (Nsel && r.N != Nsel)) continue;
+        t_sp.add(r.ref_us / r.ours_us);
+        t_err = std::max(t_err, r.err);
+        t_ok = t_ok && r.ok;
+        t_bits = t_bits && r.bitwise_ours;
+        double best = r.ref_us;
+        if (const Row* d = find_row_in("grid", r.name, "spmm_dense", r.N)) {
+          best = std::min(best, d->ours_us);
+          t_dense.add(d->ours_us / r.ours_us);
+        }
+        t_best.add(best / r.ours_us);
+        if (best / r.ours_us < t_worst) {
+          t_worst = best / r.ours_us;
+          t_worst_name = r.name + "/N" + std::to_string(r.N);
+        }
+      }
+      if (!t_sp.n) continue;
+      printf("    %-13s %2d cases: vs cuSPARSE x%.2f | vs dense SGEMM x%.2f | vs better of the two x%.2f, worst "
+             "x%.2f (%s) | max err %.1e%s%s\n",
+             op, t_sp.n, t_sp.get(), t_dense.get(), t_best.get(), t_worst, t_worst_name.c_str(), t_err,
+             t_ok ? "" : " (MISMATCH)", t_bits ? "" : " (NONDETERMINISTIC)");
+    }
   }
-  // sweep: per (shape, N), the densities in order and the lowest density from which the panel
-  // kernels are faster than the row kernels at every density measured
-  std::vector<std::string> shapes;
-  for (auto& r : g_rows)
-    if (r.suite == "sweep" && r.op == "spmm_panel") {
-      const std::string sh = r.name.substr(0, r.name.rfind("_d")) + "/N" + std::to_string(r.N);
-      if (std::find(shapes.begin(), shapes.end(), sh) == shapes.end()) shapes.push_back(sh);
+  // sweep: per (kernel, shape, N), the densities in order and the lowest density from which the
+  // kernel (the CUDA-core panels, the tensor-core panels) is faster than the row kernels at every
+  // density measured
+  for (const char* op : {"spmm_panel", "spmm_tc"}) {
+    std::vector<std::string> shapes;
+    for (auto& r : g_rows)
+      if (r.suite == "sweep" && r.op == op) {
+        const std::string sh = r.name.substr(0, r.name.rfind("_d")) + "/N" + std::to_string(r.N);
+        if (std::find(shapes.begin(), shapes.end(), sh) == shapes.end()) shapes.push_back(sh);
+      }
+    if (!shapes.empty())
+      printf("\nsweep (%s / row / cuSPARSE us per density; crossover = %s faster from there on):\n", op, op);
+    for (auto& sh : shapes) {
+      std::vector<std::pair<double, double>> pr;  // (density, row / op)
+      printf("  %-22s", sh.c_str());
+      for (auto& r : g_rows) {
+        if (r.suite != "sweep" || r.op != op) continue;
+        if (r.name.substr(0, r.name.rfind("_d")) + "/N" + std::to_string(r.N) != sh) continue;
+        const Row* w = find_row_in("sweep", r.name, "spmm_row", r.N);
+        if (!w) continue;
+        const double d = std::atof(r.name.c_str() + r.name.rfind("_d") + 2);
+        pr.push_back({d, w->ours_us / r.ours_us});
+        printf(" d=%.3f %.0f/%.0f/%.0f", d, r.ours_us, w->ours_us, r.ref_us);
+      }
+      std::sort(pr.begin(), pr.end());
+      double cross = -1;
+      for (size_t i = pr.size(); i-- > 0;) {
+        if (pr[i].second > 1.0) cross = pr[i].first;
+        else break;
+      }
+      if (cross > 0) printf("  crossover <= %.3f\n", cross);
+      else printf("  crossover: none\n");
     }
-  if (!shapes.empty()) printf("\nsweep (panel / row / cuSPARSE us per density; crossover = panel faster from there on):\n");
-  for (auto& sh : shapes) {
-    std::vector<std::pair<double, double>> pr;  // (density, row / panel)
-    printf("  %-22s", sh.c_str());
-    for (auto& r : g_rows) {
-      if (r.suite != "sweep" || r.op != "spmm_panel") continue;
-      if (r.name.substr(0, r.name.rfind("_d")) + "/N" + std::to_string(r.N) != sh) continue;
-      const Row* w = find_row_in("sweep", r.name, "spmm_row", r.N);
-      if (!w) continue;
-      const double d = std::atof(r.name.c_str() + r.name.rfind("_d") + 2);
-      pr.push_back({d, w->ours_us / r.ours_us});
-      printf(" d=%.3f %.0f/%.0f/%.0f", d, r.ours_us, w->ours_us, r.ref_us);
-    }
-    std::sort(pr.begin(), pr.end());
-    double cross = -1;
-    for (size_t i = pr.size(); i-- > 0;) {
-      if (pr[i].second > 1.0) cross = pr[i].first;
-      else break;
-    }
-    if (cross > 0) printf("  crossover <= %.3f\n", cross);
-    else printf("  crossover: none\n");
   }
 }
 

@@ -37,6 +37,7 @@
 #include "common.cuh"
 #include "dispatch.cuh"
 #include "panel.cuh"
+#include "panel_common.cuh"
 #include "policy.cuh"
 
 namespace gnnsparse::cuda_detail {
@@ -98,25 +99,6 @@ __device__ __forceinline__ float2 lds_pair1(uint32_t a) {  // one entry
   float2 v;
   asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(a));
   return v;
-}
-
-// First p in [lo, hi) with col[p] >= key (hi if none), for sorted col[lo, hi): each step the G
-// lanes of the group probe G evenly spaced entries and one ballot narrows the range to one of the
-// G + 1 gaps. lo, hi and key must be the same in every lane of the group.
-template <int G, class I>
-__device__ __forceinline__ int64_t group_lower_bound(const I* __restrict__ col, int64_t lo, int64_t hi, int key,
-                                                     int li, unsigned gmask) {
-  while (hi > lo) {
-    const int64_t n = hi - lo;
-    const int64_t p = lo + n * (li + 1) / (G + 1);  // < hi
-    const bool below = static_cast<int64_t>(__ldg(col + p)) < key;
-    const int cnt = __popc(__ballot_sync(gmask, below) & gmask);  // probes below key: a prefix
-    const int64_t nlo = cnt > 0 ? lo + n * cnt / (G + 1) + 1 : lo;
-    const int64_t nhi = cnt < G ? lo + n * (cnt + 1) / (G + 1) : hi;
-    lo = nlo;
-    hi = nhi;
-  }
-  return lo;
 }
 
 template <PanelShape S>
@@ -318,82 +300,11 @@ spmm_panel_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const
   }
 }
 
-// Y = the slices' partial sums added in slice order (mean divided, empty rows 0).
-template <class I>
-__global__ void panel_combine_kernel(const I* __restrict__ rowptr, const float* __restrict__ part,
-                                     float* __restrict__ Y, int64_t M, int64_t C, int split, int mean) {
-  const int64_t MC = M * C;
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < MC; e += int64_t(gridDim.x) * blockDim.x) {
-    float s = part[e];
-    for (int q = 1; q < split; ++q) s += part[q * MC + e];
-    const int64_t row = e / C;
-    const int64_t deg = static_cast<int64_t>(__ldg(rowptr + row + 1)) - static_cast<int64_t>(__ldg(rowptr + row));
-    Y[e] = deg == 0 ? 0.f : (mean ? s / static_cast<float>(deg) : s);
-  }
-}
-
-// The split path's partial sums: stream-ordered scratch from a pool of our own per device that
-// keeps freed memory for the next call. (The default pool hands memory back to the system at each
-// synchronization, and mapping it again per call is host time inside the op.) The pool holds at
-// most the largest workspace in use at once: with the policy's split, S M C <= (264 + panels x
-// column blocks) BM BN < 528 x 8192 floats = 17 MB (more only when GNNSPARSE_CUDA_PANEL_SPLIT
-// forces a split).
-cudaMemPool_t split_pool() {
-  static std::mutex mu;
-  static cudaMemPool_t pools[64] = {};
-  int dev = 0;
-  GS_CUDA_CHECK(cudaGetDevice(&dev));
-  if (dev < 0 || dev >= 64) throw std::runtime_error("gnnsparse cuda: device index out of range for the panel pool");
-  std::lock_guard<std::mutex> lock(mu);
-  if (pools[dev] == nullptr) {
-    cudaMemPoolProps props{};
-    props.allocType = cudaMemAllocationTypePinned;
-    props.location.type = cudaMemLocationTypeDevice;
-    props.location.id = dev;
-    cudaMemPool_t pool;
-    GS_CUDA_CHECK(cudaMemPoolCreate(&pool, &props));
-    uint64_t keep = UINT64_MAX;
-    GS_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
-    pools[dev] = pool;
-  }
-  return pools[dev];
-}
-
-class SplitWorkspace {
- public:
-  SplitWorkspace(size_t bytes, cudaStream_t stream) : stream_(stream) {
-    GS_CUDA_CHECK(cudaMallocFromPoolAsync(&raw_, bytes, split_pool(), stream));
-  }
-  SplitWorkspace(const SplitWorkspace&) = delete;
-  SplitWorkspace& operator=(const SplitWorkspace&) = delete;
-  ~SplitWorkspace() { (void)cudaFreeAsync(raw_, stream_); }
-  float* get() const { return static_cast<float*>(raw_); }
-
- private:
-  void* raw_ = nullptr;
-  cudaStream_t stream_;
-};
-
-// The kernel's dynamic shared memory limit, raised once per device (one flag set per instance).
-template <PanelShape S, class I, class Off, class Kernel>
-void raise_smem_limit(Kernel kernel, size_t bytes) {
-  static std::atomic<uint64_t> done{0};
-  int dev = 0;
-  GS_CUDA_CHECK(cudaGetDevice(&dev));
-  const uint64_t bit = dev >= 0 && dev < 64 ? uint64_t(1) << dev : 0;
-  if (bit != 0 && (done.load(std::memory_order_acquire) & bit) != 0) return;
-  GS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-  done.fetch_or(bit, std::memory_order_release);
-}
-
-constexpr int kCombineThreads = 256;
-constexpr int64_t kCombineMaxBlocks = 4096;
-
 template <PanelShape S, class I, class Off>
 void launch_panel(const PanelPlan& p, const SpmmArgs& a, bool mean, cudaStream_t stream) {
   constexpr size_t smem = panel_smem_bytes<S>();
   auto kernel = spmm_panel_kernel<S, I, Off>;
-  raise_smem_limit<S, I, Off>(kernel, smem);
+  raise_smem_limit<spmm_panel_kernel<S, I, Off>>(smem);
   const auto* rp = static_cast<const I*>(a.A.rowptr);
   const auto* cp = static_cast<const I*>(a.A.col);
   const auto* vp = static_cast<const float*>(a.A.val);
@@ -417,20 +328,44 @@ void launch_panel(const PanelPlan& p, const SpmmArgs& a, bool mean, cudaStream_t
   GS_LAUNCH_CHECK("panel_combine_kernel");
 }
 
-enum class SpmmMethod { automatic, row, panel };
+enum class SpmmMethod { automatic, row, panel, tc };
 
 // GNNSPARSE_CUDA_SPMM: unset, "" or "auto" (the policy), "row" (spmm.cu's row kernels), "panel"
-// (the panel kernels whenever the call is eligible). Read at every call.
+// (the panel kernels whenever the call is eligible), "tc" (the tensor-core panels of panel_tc.cu
+// whenever the call is eligible for them; otherwise as auto). Read at every call.
 SpmmMethod spmm_method() {
   const char* e = std::getenv("GNNSPARSE_CUDA_SPMM");
   if (e == nullptr || *e == '\0' || std::strcmp(e, "auto") == 0) return SpmmMethod::automatic;
   if (std::strcmp(e, "row") == 0) return SpmmMethod::row;
   if (std::strcmp(e, "panel") == 0) return SpmmMethod::panel;
-  throw std::invalid_argument(std::string("gnnsparse cuda: GNNSPARSE_CUDA_SPMM must be auto, row or panel, got '") +
+  if (std::strcmp(e, "tc") == 0) return SpmmMethod::tc;
+  throw std::invalid_argument(std::string("gnnsparse cuda: GNNSPARSE_CUDA_SPMM must be auto, row, panel or tc, got '") +
                               e + "'");
 }
 
-// A tuning override for the bench and the tests: unset / "" -> 0, else one of `allowed`.
+}  // namespace
+
+cudaMemPool_t split_pool() {
+  static std::mutex mu;
+  static cudaMemPool_t pools[64] = {};
+  int dev = 0;
+  GS_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev < 0 || dev >= 64) throw std::runtime_error("gnnsparse cuda: device index out of range for the panel pool");
+  std::lock_guard<std::mutex> lock(mu);
+  if (pools[dev] == nullptr) {
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = dev;
+    cudaMemPool_t pool;
+    GS_CUDA_CHECK(cudaMemPoolCreate(&pool, &props));
+    uint64_t keep = UINT64_MAX;
+    GS_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    pools[dev] = pool;
+  }
+  return pools[dev];
+}
+
 int env_choice(const char* name, std::initializer_list<int> allowed) {
   const char* e = std::getenv(name);
   if (e == nullptr || *e == '\0') return 0;
@@ -443,14 +378,18 @@ int env_choice(const char* name, std::initializer_list<int> allowed) {
   throw std::invalid_argument(std::string("gnnsparse cuda: ") + name + " must be one of " + list + ", got '" + e + "'");
 }
 
-}  // namespace
-
 template <class I>
 bool spmm_panel(const SpmmArgs& a, bool mean, cudaStream_t stream) {
-  const SpmmMethod method = spmm_method();
+  SpmmMethod method = spmm_method();
   if (method == SpmmMethod::row) return false;
   const CsrView& A = a.A;
   if (a.dtype != DType::f32 || A.sorted_cols != 1 || A.nnz <= 0 || A.K > int64_t(INT_MAX) - 1024) return false;
+  if ((method == SpmmMethod::tc || method == SpmmMethod::automatic) && panel_tc_eligible(a) &&
+      (method == SpmmMethod::tc || prefer_panel_tc(A.M, A.K, A.nnz, a.C, a.precision))) {
+    spmm_panel_tc<I>(a, mean, stream);
+    return true;
+  }
+  if (method == SpmmMethod::tc) method = SpmmMethod::automatic;  // not eligible for the tensor cores
   const bool vec = a.C % 4 == 0 && reinterpret_cast<uintptr_t>(a.X) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(a.Y) % 16 == 0;
   if (method == SpmmMethod::automatic && !prefer_panel(A.M, A.K, A.nnz, a.C, vec)) return false;

@@ -3,7 +3,10 @@
 // numbers below were measured on the H200 (sm_90): docs/cuda_results.md says how.
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+
+#include "gnnsparse/ops.hpp"
 
 namespace gnnsparse::cuda_detail {
 
@@ -250,6 +253,87 @@ inline PanelPlan plan_panel(int64_t M, int64_t K, int64_t C, bool vec, int force
   const int64_t base = p.col_blocks * p.panels;
   const int64_t s = force_split > 0 ? force_split : (PanelTuning::kTargetBlocks + base - 1) / base;
   p.split = std::max<int64_t>(1, std::min<int64_t>({s, int64_t(PanelTuning::kMaxSplit), chunks}));
+  return p;
+}
+
+// ---- dense-ish SpMM on tensor cores: row panels densified by scatter (panel_tc.cu) -----------
+// fp32 sum / mean over a CSR with sorted columns (repeats allowed), C % 4 == 0, X and Y 16-byte
+// aligned. A block owns BM x BN of Y and walks K in chunks of BK = 32: per chunk it zeroes a BM x BK
+// tile of A in shared memory and scatters the panel's entries of the chunk into it (CSR windows of
+// 32 entries per row prefetched with cp.async one chunk ahead), stages X's BK x BN chunk with
+// 16-byte cp.async, and multiplies on the tensor cores (mma.sync m16n8k8: 3xTF32 for precision fp32,
+// each k step's products from zero and added to the fp32 sum; plain TF32 for precision tf32).
+// Warps own 32 x 32 tiles (2 x 4 mma tiles, 32 accumulators): 122-130 registers a thread at fp32,
+// 92-104 at tf32 (sm_90, no spills), two blocks per SM. Shapes (BM x BN, threads):
+//   N <= 32: 128 x 32 (4 warps: one 32-column warp per row strip; a wider block would compute
+//            zeros), N <= 64: 128 x 64 (8 warps), else 64 x 128 (8 warps; 128 x 128 would need
+//            16 warps of 128 registers or 64 x 32 warp tiles: more registers than two blocks allow).
+// Too few blocks (small M): K split into S <= 8 slices, partial tiles added in slice order
+// (panel_combine_kernel, as for panel.cu). GNNSPARSE_CUDA_TC_BN / _SPLIT force the shape / split.
+struct TcTuning {
+  static constexpr int kBK = 32;      // K chunk (one lane per column in the scatter)
+  static constexpr int kWindow = 32;  // CSR entries of a row prefetched per chunk (one per lane)
+  static constexpr int kLdA = 40;     // A tile row stride (floats): = 8 (mod 32), load_a conflict-free
+  static constexpr int64_t kTargetBlocks = 264;  // split K until blocks reach this (2 per SM)
+  static constexpr int kMaxSplit = 8;
+  // Auto choice: PREDICTION, to be set from the first H200 measurement (docs/grid.md, "Tensor-core
+  // row panels", model written before any run): dense-equivalent rate ~50 TFLOP/s at N = 128 and
+  // ~25 at N = 32 for 3xTF32 (issue-bound: operand splits, the scatter's ~30 warp instructions per
+  // row and chunk), ~90 / ~30 for TF32; useful rate = density x that, against ~6 TFLOP/s for the
+  // row kernels. Crossover density per (precision, N), interpolated in log2 N between 32 and 128:
+  // fp32 0.25 at N <= 32, 0.12 at N >= 128; tf32 0.19 / 0.065. Graphs (density < 1 %) never
+  // qualify; at least kMinRows rows and kMinK columns.
+  static constexpr double kDensityFp32N32 = 0.25;
+  static constexpr double kDensityFp32N128 = 0.12;
+  static constexpr double kDensityTf32N32 = 0.19;
+  static constexpr double kDensityTf32N128 = 0.065;
+  static constexpr double kFloorDensity = 0.01;
+  static constexpr int64_t kMinRows = 1024;
+  static constexpr int64_t kMinK = 256;
+};
+enum class TcShape : int { w32 = 32, w64 = 64, w128 = 128 };
+struct TcGeom {
+  int bn, wm;  // BN columns, wm warps along M (32 rows each); BN / 32 warps along N
+  constexpr int wn() const { return bn / 32; }
+  constexpr int bm() const { return wm * 32; }
+  constexpr int threads() const { return wm * wn() * 32; }
+};
+constexpr TcGeom tc_geom(TcShape s) {
+  switch (s) {
+    case TcShape::w32: return {32, 4};   // 128 x 32, 128 threads
+    case TcShape::w64: return {64, 4};   // 128 x 64, 256 threads
+    default: return {128, 2};            // 64 x 128, 256 threads
+  }
+}
+struct TcPlan {
+  TcShape shape = TcShape::w128;
+  int64_t col_blocks = 1, panels = 0, split = 1;
+  int64_t blocks() const { return col_blocks * panels * split; }
+};
+// Eligible calls only (fp32, sorted columns, C % 4 == 0, aligned): whether auto takes the tensor
+// cores. tf32 requests use the tf32 crossover; fp32 and bf16 the 3xTF32 one (bf16 runs as fp32).
+inline bool prefer_panel_tc(int64_t M, int64_t K, int64_t nnz, int64_t C, Precision precision) {
+  if (M < TcTuning::kMinRows || K < TcTuning::kMinK || C < 4) return false;
+  const double d = double(nnz) / (double(M) * double(K));
+  const double w = std::min(1.0, std::max(0.0, (std::log2(double(C)) - 5.0) / 2.0));  // 0 at 32, 1 at 128
+  const bool tf32 = precision == Precision::tf32;
+  const double lo = tf32 ? TcTuning::kDensityTf32N32 : TcTuning::kDensityFp32N32;
+  const double hi = tf32 ? TcTuning::kDensityTf32N128 : TcTuning::kDensityFp32N128;
+  const double need = lo + w * (hi - lo);
+  return d >= std::max(need, TcTuning::kFloorDensity);
+}
+// force_bn: 0, or 32 / 64 / 128; force_split: 0, or the number of K slices.
+inline TcPlan plan_panel_tc(int64_t M, int64_t K, int64_t C, int force_bn, int force_split) {
+  TcPlan p;
+  if (force_bn > 0) p.shape = TcShape(force_bn);
+  else p.shape = C <= 32 ? TcShape::w32 : (C <= 64 ? TcShape::w64 : TcShape::w128);
+  const TcGeom g = tc_geom(p.shape);
+  p.col_blocks = (C + g.bn - 1) / g.bn;
+  p.panels = (M + g.bm() - 1) / g.bm();
+  const int64_t chunks = (K + TcTuning::kBK - 1) / TcTuning::kBK;
+  const int64_t base = p.col_blocks * p.panels;
+  const int64_t s = force_split > 0 ? force_split : (TcTuning::kTargetBlocks + base - 1) / base;
+  p.split = std::max<int64_t>(1, std::min<int64_t>({s, int64_t(TcTuning::kMaxSplit), chunks}));
   return p;
 }
 

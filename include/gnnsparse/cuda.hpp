@@ -10,18 +10,20 @@
 // - A.max_degree: the longest row if the caller knows it (lets the launch policy skip the hub
 //   pass on matrices without hubs), or -1.
 // - A.sorted_cols: 1 when every row's columns are known non-decreasing; only then may fp32 sum /
-//   mean SpMM take the dense-ish row-panel kernels (cuda/panel.cu). The environment variable
-//   GNNSPARSE_CUDA_SPMM (auto | row | panel, read at every call) forces the method;
-//   GNNSPARSE_CUDA_PANEL_BN (32 | 64 | 128) and GNNSPARSE_CUDA_PANEL_SPLIT (1..8) force the panel
-//   kernels' column block and K split (bench and tests). A bad value: std::invalid_argument.
+//   mean SpMM take the dense-ish row-panel kernels (cuda/panel.cu on CUDA cores, cuda/panel_tc.cu
+//   on tensor cores). The environment variable GNNSPARSE_CUDA_SPMM (auto | row | panel | tc, read
+//   at every call) forces the method; GNNSPARSE_CUDA_PANEL_BN (32 | 64 | 128) and
+//   GNNSPARSE_CUDA_PANEL_SPLIT (1..8) force the panel kernels' column block and K split,
+//   GNNSPARSE_CUDA_TC_BN / GNNSPARSE_CUDA_TC_SPLIT the tensor-core panels' (bench and tests). A
+//   bad value: std::invalid_argument.
 // - SDDMM dot with fp32 features, one head, F % 4 == 0 and F <= 128, 16-byte aligned X and Y and
 //   A.sorted_cols == 1 may take the dense-ish tensor-core kernel (cuda/sddmm_tc.cu; automatic from
-//   the crossover density of cuda/policy.cuh, SddmmTcTuning). It is fp32-accurate (3xTF32) at
-//   precision fp32 and honours precision tf32 (the one kernel that reads `precision`; bf16 keeps
-//   the fp32 kernels). GNNSPARSE_CUDA_SDDMM (auto | row | tc, read at every call) forces the method,
-//   GNNSPARSE_CUDA_SDDMM_TC_SPLIT (1..64) its K split (bench and tests). A bad value:
-//   std::invalid_argument.
-// - precision: checked to be a code of the table and otherwise ignored: every kernel here
+//   the crossover density of cuda/policy.cuh, SddmmTcTuning). GNNSPARSE_CUDA_SDDMM (auto | row |
+//   tc, read at every call) forces the method, GNNSPARSE_CUDA_SDDMM_TC_SPLIT (1..64) its K split
+//   (bench and tests). A bad value: std::invalid_argument.
+// - precision: checked to be a code of the table. Only the tensor-core kernels use it (SpMM
+//   panels, SDDMM dot): fp32 (and bf16) run 3xTF32 products, fp32-accurate; tf32 runs TF32
+//   products. Every other kernel
 //   accumulates in float32 (float64 for float64 features) and uses no tensor cores.
 // - Work is enqueued on `stream`; calls do not synchronize. Hub rows are split into fixed
 //   segments whose partial results go to a workspace taken with cudaMallocAsync on `stream`

@@ -25,8 +25,8 @@ from ._graph import GraphMethods
 INT32_MAX = 2**31 - 1
 # From this density (nnz / (M K)) on, a CSR checks once whether its rows' columns are sorted and
 # tells the device views: the CUDA dense-ish SpMM kernels need it (their policy takes them from
-# 25 % density on, cuda/policy.cuh: PanelTuning; GNNSPARSE_CUDA_SPMM=panel forces them on any
-# matrix this check covers), and so does the tensor-core SDDMM dot (SddmmTcTuning;
+# 10-25 % density on, cuda/policy.cuh: TcTuning, PanelTuning; GNNSPARSE_CUDA_SPMM=tc / panel forces
+# them on any matrix this check covers), and so does the tensor-core SDDMM dot (SddmmTcTuning;
 # GNNSPARSE_CUDA_SDDMM=tc), and graphs never pay for the check.
 SORT_CHECK_DENSITY = 0.01
 
