@@ -14,6 +14,9 @@
                                            # with what one training forward saves for the backward,
                                            # measured by saved_tensors_hooks on a scaled-down graph of
                                            # products' degree and widths (runs on the CPU too)
+    python tools/profile_steps.py rss      # `train --model gcn --quant 8 --compare fp32` on a products-
+                                           # like graph of --nodes nodes on the CPU: each run's peak RSS
+                                           # (Linux; the peak is reset before each run)
 
 Each table covers 5 steps after 3 warm-up steps. Needs torch with CUDA and the gnnsparse CUDA
 build (`models` also torch_geometric; `model` runs anywhere).
@@ -278,6 +281,39 @@ def model():
               f"{per_node * PRODUCTS['n'] / gib:5.2f} GiB; other saved tensors {other / 2**20:.2f} MiB")
 
 
+def rss(nodes=300_000, epochs=3):
+    import gc
+
+    from gnnsparse.train import cli, loop
+    from gnnsparse.train import data as tdata
+
+    def status(key):
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith(key))
+
+    P = tdata.PRODUCTS
+    tdata.products_like = lambda seed=0: tdata.synthetic(
+        nodes, int(P["num_edges"] * nodes / P["num_nodes"]), P["num_features"], P["num_classes"], seed=seed,
+        name=f"products-like, {nodes:,} nodes")
+    orig, out = loop.run_once, []
+
+    def run_once(t, *a, **k):
+        gc.collect()
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # resets the peak RSS (VmHWM)
+        base = status("VmRSS")
+        r = orig(t, *a, **k)
+        out.append(("int8" if k.get("quant") else "float32", base, status("VmHWM")))
+        return r
+
+    loop.run_once = run_once
+    cli.train(cli.build_parser().parse_args(["--model", "gcn", "--quant", "8", "--compare", "fp32", "--size",
+                                             "products", "--epochs", str(epochs), "--device", "cpu", "--plain"]))
+    for tag, base, peak in out:
+        print(f"peak RSS {tag}: {peak / 2**30:.3f} GiB ({base / 2**30:.3f} before the run, {(peak - base) / 2**30:.3f} "
+              "above)")
+
+
 def transformer(n=169_343, e=1_166_243):
     import gnnsparse as gs
     import torch_geometric.nn as pnn
@@ -304,11 +340,14 @@ def transformer(n=169_343, e=1_166_243):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("what", choices=("quant", "models", "memory", "transformer", "model"))
+    p.add_argument("what", choices=("quant", "models", "memory", "transformer", "model", "rss"))
     p.add_argument("--size", choices=("arxiv", "products"), default="arxiv", help="memory: the graph (default arxiv)")
+    p.add_argument("--nodes", type=int, default=300_000, help="rss: nodes of the products-like graph")
     a = p.parse_args()
     if a.what == "model":
         return model()
+    if a.what == "rss":
+        return rss(a.nodes)
     if not torch.cuda.is_available():
         raise SystemExit("needs a CUDA GPU")
     if a.what == "memory":
