@@ -9,9 +9,17 @@
                                            # random arxiv-sized graph, ours and PyG's: top GPU kernels
     python tools/profile_steps.py memory   # `gnnsparse train`'s GCN / GAT, float32 and int8, on the
                                            # arxiv-sized graph: peak memory of each phase of an epoch
+    python tools/profile_steps.py model    # the per-tensor bytes model of the products-sized GCN's
+                                           # peak (float32, int8 before / after issue 21's memory work),
+                                           # with what one training forward saves for the backward,
+                                           # measured by saved_tensors_hooks on a scaled-down graph of
+                                           # products' degree and widths (runs on the CPU too)
+    python tools/profile_steps.py rss      # `train --model gcn --quant 8 --compare fp32` on a products-
+                                           # like graph of --nodes nodes on the CPU: each run's peak RSS
+                                           # (Linux; the peak is reset before each run)
 
 Each table covers 5 steps after 3 warm-up steps. Needs torch with CUDA and the gnnsparse CUDA
-build (`models` also torch_geometric).
+build (`models` also torch_geometric; `model` runs anywhere).
 """
 from __future__ import annotations
 
@@ -114,23 +122,27 @@ def models():
             print(_table(prof, "self_cuda_time_total", 15))
 
 
-def memory(epochs=3):
+def memory(epochs=3, size="arxiv"):
+    import gc
+
     from gnnsparse.train import data as tdata
-    from gnnsparse.train.loop import initial_state, prepare
+    from gnnsparse.train.loop import fresh_graph, initial_state, prepare
     from gnnsparse.train.models import Net
 
     dev = torch.device("cuda")
-    nd = tdata.arxiv_like(0)
-    for model in ("gcn", "gat"):
-        t = prepare(nd, dev, model)
-        init = initial_state(model, t, 128, 4, 0, 0.5, None)
+    nd = tdata.products_like(0) if size == "products" else tdata.arxiv_like(0)
+    for model in ("gcn",) if size == "products" else ("gcn", "gat"):
+        t0 = prepare(nd, dev, model, edge_index=False)
+        init = initial_state(model, t0, 128, 4, 0, 0.5, None)
         for quant in (None, 8):
+            t = fresh_graph(t0)  # each run builds its own graph structures (as `gnnsparse train` does)
             net = Net(model, "gnnsparse", t["x"].shape[1], 128, t["num_classes"], heads=4, dropout=0.5, quant=quant)
             net.load_state_dict(init)
             net = net.to(dev)
             opt = torch.optim.Adam(net.parameters(), lr=0.01)
             x, y, tr = t["x"], t["y"], t["train"]
             torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
             base = torch.cuda.memory_allocated()
             phases = []
             for ep in range(epochs):
@@ -154,10 +166,152 @@ def memory(epochs=3):
                             net(x, t["csr"]).argmax(1)
                     torch.cuda.synchronize()
                     phases.append((ep, phase, (before - base) / 2**20, (torch.cuda.max_memory_allocated() - base) / 2**20))
-            print(f"\n===== {model} {'int8' if quant else 'float32'} (MiB above data and model before the first epoch)")
+            print(f"\n===== {model} {'int8' if quant else 'float32'} (MiB above data and model before the first epoch, "
+                  f"{base / 2**20:.1f} MiB)")
             for ep, phase, b, pk in phases:
                 print(f"  epoch {ep} {phase:9s} held before {b:8.1f}  peak {pk:8.1f}")
-            del net, opt
+            del net, opt, t
+            gc.collect()
+            torch.cuda.empty_cache()
+
+
+# products-sized generated graph (gnnsparse train --size products): nodes, stored edges, widths
+PRODUCTS = dict(n=2_449_029, nnz=119_658_792, F=100, H=128, C=47, train=0.54)
+
+
+def _model_rows(n, nnz, F, H, C, train):
+    """[(run, part, tensor, bytes)]: what is live at each run's peak, by tensor. The peak moment
+    modelled: the backward of the second layer's GEMM (dy = dh2 W2 just written, its input y not yet
+    released), where the first layer's saved tensors, the ReLU / dropout state and two n x hidden
+    float32 tensors meet; "build" is the epoch-0 graph build of the int8 run (its other candidate)."""
+    nnz2 = nnz + n  # + one self loop per node (GCN normalization)
+    U, U8, X4, X8, L = n * H * 4, n * H, n * F * 4, n * F, n * C * 4
+    data = [("x float32", X4), ("y, split int64", 2 * n * 8), ("CSR rowptr, col int32", (n + 1) * 4 + nnz * 4)]
+    pyg = [("edge_index int64 (PyG's input; unused by our models)", 2 * nnz * 8),
+           ("CSR.edge_perm int64 (for edge features; unused)", nnz * 8)]
+    graph_old = [("GraphTensors of A: t_col, t_perm, rows, eid int32", 4 * nnz * 4),
+                 ("GraphTensors of A_norm: col, val, t_col, t_perm, rows, eid", 6 * nnz2 * 4),
+                 ("A_norm edge_perm int64", nnz2 * 8), ("CSR kept by the degree SpMM: ones float32", nnz2 * 4)]
+    head = [("logits (n x C, held by the loop) and dh2 = A^T dlogits", 2 * L)]
+    fp32 = [("h1 = x W1^T (saved by the SpMM op, unused by its sum backward)", U), ("relu output (saved)", U),
+            ("dropout output y = layer 2's input (saved)", U), ("dropout mask bool", U8), ("dy = dh2 W2", U)]
+    old_q = [("_Operators: t_perm as int64 (unused by GCN)", nnz2 * 8), ("_Operators: A^T values", nnz2 * 4),
+             ("q(x) int8 (saved)", X8), ("epoch 0: the first layer's output held for Error_X", U),
+             ("relu output (saved)", U), ("dropout output y (saved)", U), ("dropout mask bool", U8),
+             ("dy = dh2 W2", U)]
+    ops = [("A_norm: rowptr, col int32, val float32", (n + 1) * 4 + nnz2 * 8),
+           ("A_norm^T: rowptr, col int32, val float32", (n + 1) * 4 + nnz2 * 8)]
+    new_q = [("q(x) int8 (saved)", X8), ("relu-dropout mask bool (saved)", U8),
+             ("y = layer 2's input float32 (saved: Tango's float32 last layer)", U), ("dy = dh2 W2", U)]
+    build = [("A_norm col, its COO rows, val (int32, int32, float32)", 3 * nnz2 * 4),
+             ("stable argsort of the columns: int64 result and sort buffers (upper bound)", 4 * nnz2 * 8)]
+    rows = []
+    for run, parts in (("float32 (today)", [("data", data + pyg), ("graph", graph_old), ("live", fp32 + head)]),
+                       ("int8 before", [("data", data + pyg), ("graph", graph_old), ("live", old_q + head)]),
+                       ("int8 after", [("data", data), ("graph", ops), ("live", new_q + head)]),
+                       ("int8 after, epoch-0 build", [("data", data), ("build", build)]),
+                       ("float32 after (no edge_index / edge_perm)", [("data", data), ("graph", graph_old),
+                                                                     ("live", fp32 + head)])):
+        for part, items in parts:
+            rows += [(run, part, name, b) for name, b in items]
+    return rows
+
+
+def _saved_per_node(n=20_000, seed=0):
+    """Bytes one training forward of `gnnsparse train`'s GCN saves for the backward, per node, float32
+    and int8, on a generated graph of products' degree and widths (saved_tensors_hooks; graph
+    arrays counted separately: they belong to the graph)."""
+    import gnnsparse as gs
+    from gnnsparse.train import data as tdata
+    from gnnsparse.train.models import Net
+
+    P = PRODUCTS
+    nd = tdata.synthetic(n, int(P["nnz"] / P["n"] * n / 2), P["F"], P["C"], seed=seed)
+    x = torch.from_numpy(nd.x)
+    A = gs.CSR.from_edge_index(torch.from_numpy(nd.edge_index), n)
+    out = {}
+    torch.manual_seed(0)
+    f = Net("gcn", "gnnsparse", P["F"], P["H"], P["C"])
+    q = Net("gcn", "gnnsparse", P["F"], P["H"], P["C"], quant=8)
+    q.load_state_dict(f.state_dict())
+    for tag, net in (("float32", f), ("int8", q)):
+        seen = {}
+
+        def pack(t):
+            st = t.untyped_storage()
+            seen[st.data_ptr()] = (t.dtype, st.nbytes(), t.shape[0] if t.dim() else 0)
+            return t
+
+        net.train()
+        for _ in range(2):  # the second forward: delayed scales in use, graph structures built
+            seen.clear()
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+                y = net(x, A)
+            y.sum().backward()
+        node = sum(b for dt, b, rows in seen.values() if rows == n and dt != torch.int32 and dt != torch.int64)
+        out[tag] = (node / n, sum(b for _, b, _ in seen.values()) - node, x.nbytes / n)
+    return out, n, nd.num_edges
+
+
+def model():
+    gib = 2**30
+    rows = _model_rows(**PRODUCTS)
+    totals = {}
+    for run, part, name, b in rows:
+        totals.setdefault(run, {}).setdefault(part, 0)
+        totals[run][part] += b
+    print("per-tensor model of the products-sized GCN's peak (GiB; n = 2,449,029, nnz = 119,658,792, 100 -> 128 -> 47)")
+    cur = None
+    for run, part, name, b in rows:
+        if run != cur:
+            cur = run
+            print(f"\n== {run}: {sum(totals[run].values()) / gib:.2f} GiB "
+                  + ", ".join(f"{p} {v / gib:.2f}" for p, v in totals[run].items()))
+        print(f"  {part:12s} {name:70s} {b / gib:6.2f}")
+    t = {r: sum(v.values()) for r, v in totals.items()}
+    print(f"\nmodel: float32 {t['float32 (today)'] / gib:.2f} GiB (measured 20.49), int8 before "
+          f"{t['int8 before'] / gib:.2f} (measured 17.92); int8 after / float32 today "
+          f"{t['int8 after'] / t['float32 (today)']:.2f}x (against the measured 20.49 GiB: "
+          f"{t['int8 after'] / gib / 20.49:.2f}x); int8 after / float32 after "
+          f"{t['int8 after'] / t['float32 after (no edge_index / edge_perm)']:.2f}x")
+    saved, n, e = _saved_per_node()
+    print(f"\nsaved for the backward by one training forward (saved_tensors_hooks, {n:,} nodes, {e:,} edges, CPU):")
+    for tag, (per_node, other, xb) in saved.items():
+        print(f"  {tag:8s} node-sized tensors {per_node:7.1f} B per node (x is {xb:.0f}): products "
+              f"{per_node * PRODUCTS['n'] / gib:5.2f} GiB; other saved tensors {other / 2**20:.2f} MiB")
+
+
+def rss(nodes=300_000, epochs=3):
+    import gc
+
+    from gnnsparse.train import cli, loop
+    from gnnsparse.train import data as tdata
+
+    def status(key):
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith(key))
+
+    P = tdata.PRODUCTS
+    tdata.products_like = lambda seed=0: tdata.synthetic(
+        nodes, int(P["num_edges"] * nodes / P["num_nodes"]), P["num_features"], P["num_classes"], seed=seed,
+        name=f"products-like, {nodes:,} nodes")
+    orig, out = loop.run_once, []
+
+    def run_once(t, *a, **k):
+        gc.collect()
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # resets the peak RSS (VmHWM)
+        base = status("VmRSS")
+        r = orig(t, *a, **k)
+        out.append(("int8" if k.get("quant") else "float32", base, status("VmHWM")))
+        return r
+
+    loop.run_once = run_once
+    cli.train(cli.build_parser().parse_args(["--model", "gcn", "--quant", "8", "--compare", "fp32", "--size",
+                                             "products", "--epochs", str(epochs), "--device", "cpu", "--plain"]))
+    for tag, base, peak in out:
+        print(f"peak RSS {tag}: {peak / 2**30:.3f} GiB ({base / 2**30:.3f} before the run, {(peak - base) / 2**30:.3f} "
+              "above)")
 
 
 def transformer(n=169_343, e=1_166_243):
@@ -186,11 +340,19 @@ def transformer(n=169_343, e=1_166_243):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("what", choices=("quant", "models", "memory", "transformer"))
+    p.add_argument("what", choices=("quant", "models", "memory", "transformer", "model", "rss"))
+    p.add_argument("--size", choices=("arxiv", "products"), default="arxiv", help="memory: the graph (default arxiv)")
+    p.add_argument("--nodes", type=int, default=300_000, help="rss: nodes of the products-like graph")
     a = p.parse_args()
+    if a.what == "model":
+        return model()
+    if a.what == "rss":
+        return rss(a.nodes)
     if not torch.cuda.is_available():
         raise SystemExit("needs a CUDA GPU")
-    {"quant": quant, "models": models, "memory": memory, "transformer": transformer}[a.what]()
+    if a.what == "memory":
+        return memory(size=a.size)
+    {"quant": quant, "models": models, "transformer": transformer}[a.what]()
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _arrays
-from ._tensor import dequantize, quantize
+from ._tensor import _unpack4, dequantize, quantize
 
 EPS = 5e-4
 THRESHOLD = 0.3
@@ -23,18 +23,27 @@ def error_x(X, Q=None, *, bits: int = 8, eps: float = EPS, seed=None) -> float:
     time (a float64 copy of a products-sized layer output would be GiBs); returns a float."""
     if Q is None:
         Q = quantize(X, bits, True, seed, check=False)
-    Xq = dequantize(Q)
-    if _arrays.is_torch(X):
+    if _arrays.is_torch(X) and _arrays.is_torch(Q.data):
         import torch
 
-        x, xq = X.detach().reshape(-1), Xq.detach().reshape(-1)
-        if x.numel() == 0:
+        # rows dequantized (int4 unpacked) a chunk at a time too: fl32(s q), dequantize's bits,
+        # without a float32 or unpacked copy of the whole tensor
+        R, C = Q.rows, Q.C
+        if R * C == 0:
             return 0.0
+        x = X.detach().reshape(R, C)
+        data = Q.data.reshape(R, -1)
+        s32 = Q.scale[:1]
+        step = max(1, _CHUNK // C)
         total = torch.zeros((), dtype=torch.float64, device=x.device)
-        for s in range(0, x.numel(), _CHUNK):  # fixed chunks in a fixed order: deterministic
-            a, b = x[s:s + _CHUNK].to(torch.float64), xq[s:s + _CHUNK].to(torch.float64)
+        for r in range(0, R, step):  # fixed chunks in a fixed order: deterministic
+            d = data[r:r + step]
+            q = d if Q.bits == 8 else _unpack4(d, (d.shape[0], C))
+            a = x[r:r + step].to(torch.float64)
+            b = q.to(torch.float32).mul_(s32).to(torch.float64)
             total += ((a - b).abs_() / (a.abs() + b.abs() + eps)).sum()
-        return float(total) / x.numel()
+        return float(total) / (R * C)
+    Xq = dequantize(Q)
     x = np.asarray(_arrays.to_numpy(X)).reshape(-1)
     xq = np.asarray(_arrays.to_numpy(Xq)).reshape(-1)
     if x.size == 0:

@@ -35,7 +35,9 @@ data and scales: no float32 copy of an activation is kept):
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
+from .. import _ops
 from ..torch._library import _take_rows
 from . import _gemm
 from ._delayed import DelayedScale
@@ -45,7 +47,7 @@ from .ops import sddmm as qsddmm
 from .ops import spmm as qspmm
 
 __all__ = ["linear", "spmm", "spmm_heads", "sddmm_add", "next_seed", "LayerScales", "gcn_layer", "gat_project",
-           "gat_logits", "gat_aggregate", "leaky_relu"]
+           "gat_logits", "gat_aggregate", "leaky_relu", "spmm_float", "relu_dropout"]
 
 
 def next_seed() -> int:
@@ -344,3 +346,55 @@ def leaky_relu(e: torch.Tensor, slope: float) -> torch.Tensor:
     """F.leaky_relu (the same values and gradient: slope at e <= 0) saving a boolean mask for the
     backward instead of the float32 input (GAT's per-edge logits: 1 byte per edge and head)."""
     return _LeakyReLU.apply(e, float(slope))
+
+
+class _SpmmFloat(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, h, A, AT):
+        ctx.AT = AT
+        return _ops.launch_spmm(A, h.detach().contiguous(), "sum", False, "fp32")
+
+    @staticmethod
+    def backward(ctx, dout):
+        return _ops.launch_spmm(ctx.AT, dout.contiguous(), "sum", False, "fp32"), None, None
+
+
+def spmm_float(A, AT, h: torch.Tensor) -> torch.Tensor:
+    """A h in float32 (sum, weighted by A's values) over prebuilt operators, AT being A's transpose
+    with the values val[perm]: the float layer's SpMM and backward (the same kernels, the same
+    bits), saving nothing for the backward (the custom op of gnnsparse.torch keeps h and the
+    graph's index arrays). Differentiable in h."""
+    return _SpmmFloat.apply(h, A, AT)
+
+
+class _ReluDropout(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, h, p):
+        keep = h > 0
+        if p > 0:  # the dropout mask, drawn as bytes (not a float32 tensor of uniforms)
+            keep &= torch.empty(h.shape, dtype=torch.uint8, device=h.device).bernoulli_(1.0 - p).bool()
+        scale = 1.0 / (1.0 - p)
+        ctx.save_for_backward(keep)
+        ctx.scale = scale
+        out = h * keep
+        return out.mul_(scale) if p > 0 else out
+
+    @staticmethod
+    def backward(ctx, g):
+        (keep,) = ctx.saved_tensors
+        d = g * keep
+        return (d.mul_(ctx.scale) if ctx.scale != 1.0 else d), None
+
+
+def relu_dropout(h: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
+    """F.dropout(F.relu(h), p, training) saving one boolean mask for the backward (relu's sign and
+    the dropout mask together: 1 byte per element) instead of relu's float32 output and dropout's
+    mask. The mask is drawn by torch's generator (bernoulli), as F.dropout's, but not the same
+    draws. Outside training (or p = 0) it is F.relu."""
+    p = float(p)
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout probability must be in [0, 1), got {p}")
+    if not training or p == 0.0 or not (torch.is_grad_enabled() and h.requires_grad):
+        out = torch.relu(h)
+        return F.dropout(out, p, training) if training and p > 0 else out
+    return _ReluDropout.apply(h, p)

@@ -30,13 +30,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .. import _arrays
+from .._csr import CSR
 from ..torch import _library as L
 from ..torch import functional as gf
 from ..torch import nn as tnn
 from ..torch.graph import GraphTensors, self_loops
 from . import autograd as qa
 
-__all__ = ["GCNConv", "GATConv"]
+__all__ = ["GCNConv", "GATConv", "gcn_operators"]
 
 
 def _check_bits(bits):
@@ -67,6 +69,93 @@ class _Operators:
         return self.value
 
 
+class GCNOperators:
+    """A_norm = D^-1/2 (A + I) D^-1/2 (gnnsparse.CSR, int32 or int64 indices, float32 values) and its
+    transpose AT (values A_norm.val[perm]): all a GCN layer's forward and backward read of a graph."""
+
+    __slots__ = ("A", "AT")
+
+    def __init__(self, A: CSR, AT: CSR):
+        self.A, self.AT = A, AT
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the arrays kept (both CSRs)."""
+        return sum(int(t.nbytes) for M in (self.A, self.AT) for t in (M.rowptr, M.col, M.val))
+
+
+def _gcn_operators(rowptr: Tensor, col: Tensor, n: int) -> GCNOperators:
+    """gnnsparse.torch.functional.gcn_norm of a square graph without edge weights (add_self_loops,
+    not improved) built from its CSR arrays alone, the same arrays bit for bit: row i keeps its
+    entries that are not self loops in order, then one loop (weight 1, as an existing loop's with no
+    edge weights); deg_i = the row's entries (exact in float32), w_ij = deg_i^-1/2 deg_j^-1/2; A^T by
+    a stable sort of the columns. Keeps only what the layer reads: no COO rows, entry ids, int64
+    permutation or GraphTensors of the graph without loops (gnnsparse.torch keeps all of those, on
+    the CSR, for the run: 4 + 6 arrays of nnz entries), and frees each temporary before the next big
+    allocation."""
+    dev = col.device
+    nnz = int(col.numel())
+    it = col.dtype
+    lens = rowptr.diff().to(torch.int64)
+    rows = torch.repeat_interleave(torch.arange(n, device=dev, dtype=it), lens, output_size=nnz)
+    loops = col == rows
+    nloops = int(loops.sum())
+    if nloops:  # existing loops are dropped and replaced by one per row, last in the row
+        kept = ~loops
+        lens = lens - torch.bincount(rows[loops].to(torch.int64), minlength=n)
+        shift = torch.cumsum(loops, 0)  # loops up to and including each entry
+        pos = torch.arange(nnz, device=dev, dtype=torch.int64).sub_(shift).add_(rows)[kept]
+        src = col[kept]
+        del kept, shift
+    else:
+        pos = torch.arange(nnz, device=dev, dtype=torch.int64).add_(rows)
+        src = col
+    del rows, loops
+    nnz2 = nnz - nloops + n
+    it2 = it if nnz2 <= 2**31 - 1 and n <= 2**31 - 1 else torch.int64
+    rowptr2 = torch.zeros(n + 1, dtype=torch.int64, device=dev)
+    rowptr2[1:] = torch.cumsum(lens + 1, 0)
+    col2 = torch.empty(nnz2, dtype=it2, device=dev)
+    col2[pos] = src.to(it2)
+    del pos, src
+    col2[rowptr2[1:] - 1] = torch.arange(n, device=dev, dtype=it2)
+    dinv = (lens + 1).to(torch.float32).pow_(-0.5)  # deg >= 1: no infinities to clear
+    del lens
+    rows2 = torch.repeat_interleave(torch.arange(n, device=dev, dtype=it2), rowptr2.diff(), output_size=nnz2)
+    val = dinv.index_select(0, rows2).mul_(dinv.index_select(0, col2))
+    perm = torch.argsort(col2, stable=True)
+    t_col = rows2.index_select(0, perm)
+    del rows2
+    t_val = val.index_select(0, perm)
+    del perm
+    t_rowptr = torch.zeros(n + 1, dtype=torch.int64, device=dev)
+    t_rowptr[1:] = torch.cumsum(torch.bincount(col2, minlength=n), 0)
+    rowptr2, t_rowptr = rowptr2.to(it2), t_rowptr.to(it2)
+    A = CSR(rowptr2, col2, val, (n, n), validate=False, copy=False)
+    AT = CSR(t_rowptr, t_col, t_val, (n, n), validate=False, copy=False)
+    return GCNOperators(A, AT)
+
+
+def gcn_operators(graph: CSR, like: Tensor) -> GCNOperators:
+    """The normalized operators of GCNConv (self loops added, symmetric normalization, no edge
+    weights) of a gnnsparse.CSR without values, on like's device; kept on the CSR (CSR.derived: shared
+    by every layer given that CSR, gone with it or after invalidate())."""
+    if graph.val is not None or graph.shape[0] != graph.shape[1]:
+        raise ValueError("gcn_operators takes a square CSR without values")
+    dev = like.device
+
+    def build():
+        return {}
+
+    cache = graph.derived("quant.gcn_operators", build)
+    key = str(dev)
+    ops = cache.get(key)
+    if ops is None:
+        ops = cache[key] = _gcn_operators(_arrays.to_torch(graph.rowptr, dev), _arrays.to_torch(graph.col, dev),
+                                          graph.shape[0])
+    return ops
+
+
 class GCNConv(tnn.GCNConv):
     """gnnsparse.torch.nn.GCNConv with a quantized linear transformation and aggregation."""
 
@@ -80,6 +169,13 @@ class GCNConv(tnn.GCNConv):
         """As gnnsparse.torch.nn.GCNConv.forward, with x W and the aggregation on `bits`-bit operands
         (the float path when bits is None, or for trainable edge weights)."""
         bits = self.bits
+        if self._lean(x, edge_index, edge_weight):  # a CSR: operators without GraphTensors (gcn_operators)
+            ops = edge_index if isinstance(edge_index, GCNOperators) else gcn_operators(edge_index, x)
+            if bits is None:
+                out = qa.spmm_float(ops.A, ops.AT, self.lin(x))
+            else:
+                out = qa.gcn_layer(ops.A, ops.AT, x, self.lin.weight, bits, self._scales)
+            return out + self.bias if self.bias is not None else out
         if (bits is None or isinstance(x, (tuple, list))
                 or (edge_weight is not None and edge_weight.requires_grad and torch.is_grad_enabled())):
             return super().forward(x, edge_index, edge_weight)
@@ -94,6 +190,15 @@ class GCNConv(tnn.GCNConv):
         if self.bias is not None:
             out = out + self.bias
         return out
+
+    def _lean(self, x, graph, edge_weight) -> bool:
+        """True when the layer runs over gcn_operators: a square gnnsparse.CSR without values (or
+        GCNOperators), no edge weights, PyG's default normalization (self loops, not improved)."""
+        if isinstance(graph, GCNOperators):
+            return True
+        return (isinstance(graph, CSR) and graph.val is None and edge_weight is None and isinstance(x, Tensor)
+                and self.normalize and self.add_self_loops and not self.improved
+                and graph.shape[0] == graph.shape[1] == x.shape[0])
 
     def __repr__(self):
         return f"Quant{super().__repr__()[:-1]}, bits={self.bits})"

@@ -130,7 +130,9 @@ def train(args) -> dict:
     _cli.require_torch("gnnsparse train")
     import torch
 
-    from .loop import initial_state, pick_device, prepare, run_once
+    import gc
+
+    from .loop import fresh_graph, initial_state, pick_device, prepare, run_once
 
     device = pick_device(args.device)
     epochs = args.epochs if args.epochs is not None else (20 if args.quick else 200)
@@ -156,7 +158,7 @@ def train(args) -> dict:
     t0 = time.perf_counter()
     data = _load(args)
     say(f"{data.describe()} (prepared in {time.perf_counter() - t0:.1f} s) on {device}")
-    t = prepare(data, device, args.model)
+    t = prepare(data, device, args.model, edge_index="pyg" in frameworks)
     log_every = args.log_every or (1 if epochs <= 50 else 10)
     nseeds = getattr(args, "seeds", 1) or 1
     seeds = [args.seed + k for k in range(nseeds)]
@@ -201,18 +203,21 @@ def train(args) -> dict:
         if progress is not None:
             progress.start()
         try:
+            tr = fresh_graph(t)  # each run builds (and is charged for) its own graph structures
             if fw == "quant":
-                r = run_once(t, args.model, "gnnsparse", init=init, on_epoch=on_epoch, quant=quant, **kw)
+                r = run_once(tr, args.model, "gnnsparse", init=init, on_epoch=on_epoch, quant=quant, **kw)
                 r.framework = "gnnsparse quantized" + (f" int{r.quant_bits}" if r.quant_bits else " (float)")
                 for line in scale_lines(tag, r):
                     out(line)
             else:
-                r = run_once(t, args.model, fw, init=init, on_epoch=on_epoch, **kw)
+                r = run_once(tr, args.model, fw, init=init, on_epoch=on_epoch, **kw)
             r.seed = seed
             results.setdefault(fw, []).append(r)
         finally:
             if progress is not None:
                 progress.stop()
+        tr = None
+        gc.collect()  # the run's model and graph structures, before the next run's peak is measured
         if device.type == "cuda":
             torch.cuda.empty_cache()
     summary_table(results, args.runs, plain=plain)

@@ -12,7 +12,7 @@ from .._cli import UsageError
 from .data import NodeData
 from .models import Net, with_self_loops
 
-__all__ = ["RunResult", "pick_device", "prepare", "initial_state", "run_once"]
+__all__ = ["RunResult", "pick_device", "prepare", "fresh_graph", "initial_state", "run_once"]
 
 
 @dataclass
@@ -92,9 +92,12 @@ def pick_device(name: str):
     return torch.device("cpu")
 
 
-def prepare(data: NodeData, device, model: str) -> dict:
+def prepare(data: NodeData, device, model: str, edge_index: bool = True) -> dict:
     """Tensors on the device: features, labels, split, and the graph in both forms: a gnnsparse CSR
-    (ours) and an edge_index (PyG); for GAT and GATv2 both with one self loop per node."""
+    (ours) and an edge_index (PyG); for GAT and GATv2 both with one self loop per node.
+    edge_index=False: no edge_index on the device (None; only PyG's models read it: on the
+    products-sized graph it is 1.8 GiB of int64), and the CSR keeps no edge_perm (the CSR position ->
+    edge id map, for edge features, which these models have none of: another 0.9 GiB)."""
     import torch
 
     import gnnsparse as gs
@@ -103,10 +106,31 @@ def prepare(data: NodeData, device, model: str) -> dict:
     n = data.num_nodes
     if model in ("gat", "gatv2"):
         ei = with_self_loops(ei, n)
+    csr = gs.CSR.from_edge_index(ei, n)
+    if not edge_index:
+        del csr.edge_perm
+        ei = None
     return dict(x=torch.from_numpy(data.x).to(device), y=torch.from_numpy(data.y).to(device),
                 train=torch.from_numpy(data.train_idx).to(device), val=torch.from_numpy(data.val_idx).to(device),
-                test=torch.from_numpy(data.test_idx).to(device), edge_index=ei,
-                csr=gs.CSR.from_edge_index(ei, n), num_classes=data.num_classes)
+                test=torch.from_numpy(data.test_idx).to(device), edge_index=ei, csr=csr,
+                num_classes=data.num_classes)
+
+
+def fresh_graph(t: dict) -> dict:
+    """t with a new gnnsparse.CSR object over the same arrays (no copy): what a run derives from the
+    graph (GraphTensors, normalized operators, device views) is kept on that object and goes with it,
+    so a run neither starts with nor leaves behind another run's structures (whose memory would
+    count in its peak)."""
+    import gnnsparse as gs
+
+    A = t["csr"]
+    rowptr, col = A.rowptr, A.col
+    if hasattr(rowptr, "detach"):  # torch tensors: new tensor objects (the caches are keyed on them)
+        rowptr, col = rowptr.detach(), col.detach()
+    B = gs.CSR(rowptr, col, A.val, A.shape, validate=False, copy=False)
+    if getattr(A, "edge_perm", None) is not None:
+        B.edge_perm = A.edge_perm
+    return dict(t, csr=B)
 
 
 def _sync(device):
@@ -149,8 +173,14 @@ def run_once(t: dict, model: str, framework: str, *, epochs: int, hidden: int = 
     x, y, tr = t["x"], t["y"], t["train"]
     res = RunResult(framework, model, str(device), epochs)
     res.quant_bits = qbits
-    captured: list = []
-    hook = net.conv1.register_forward_hook(lambda m, i, o: captured.append(o.detach())) if quant == "auto" else None
+    chosen: list = []
+
+    def rule(m, i, o):  # Tango's bit-width rule on the first layer's output, as it is produced: the
+        from ..quant import select_bits  # output is not kept alive through the backward
+
+        chosen.append(select_bits(o.detach(), (4, 8), seed=seed))
+
+    hook = net.conv1.register_forward_hook(rule) if quant == "auto" else None
     if device.type == "cuda":
         _sync(device)
         torch.cuda.reset_peak_memory_stats(device)
@@ -169,14 +199,11 @@ def run_once(t: dict, model: str, framework: str, *, epochs: int, hidden: int = 
         _sync(device)
         res.epoch_ms.append((time.perf_counter() - t0) * 1e3)
         losses.append(loss.detach())
-        if hook is not None:  # Tango's bit-width rule on the first layer's output of the first epoch
-            from ..quant import select_bits
-
+        if hook is not None:  # the width chosen on the first epoch's output, used from the second on
             hook.remove()
             hook = None
-            res.quant_bits, res.quant_errors = select_bits(captured[0], (4, 8), seed=seed)
+            res.quant_bits, res.quant_errors = chosen[0]
             net.conv1.bits = res.quant_bits
-            captured.clear()
         net.eval()
         with torch.no_grad():
             pred = net(x, graph).argmax(1)

@@ -41,6 +41,7 @@ class Net(torch.nn.Module):
                  heads: int = 4, dropout: float = 0.5, aggr: Optional[str] = None, quant: Optional[int] = None,
                  attn_dropout: float = 0.0):
         super().__init__()
+        self.quant = quant is not None
         if kind not in MODELS:
             raise ValueError(f"model must be one of {', '.join(MODELS)}; got {kind!r}")
         L = layer_module(framework)
@@ -54,8 +55,10 @@ class Net(torch.nn.Module):
             from ..quant import nn as Q
 
             if kind == "gcn":
+                # both layers over the same normalized operators of a CSR (Q.gcn_operators: no
+                # GraphTensors), the second in float32 (bits None)
                 self.conv1 = Q.GCNConv(in_channels, hidden, cached=True, bits=quant)
-                self.conv2 = L.GCNConv(hidden, out_channels, cached=True)
+                self.conv2 = Q.GCNConv(hidden, out_channels, cached=True, bits=None)
             else:
                 if hidden % heads:
                     raise ValueError(f"GAT: hidden ({hidden}) must be a multiple of heads ({heads})")
@@ -90,8 +93,13 @@ class Net(torch.nn.Module):
 
     def forward(self, x, graph):
         h = self.conv1(x, graph)
-        h = F.elu(h) if self.kind in ("gat", "gatv2") else F.relu(h)
-        h = F.dropout(h, p=self.dropout, training=self.training)
+        if self.quant and self.kind == "gcn":  # relu and dropout saving one boolean mask for the backward
+            from ..quant.autograd import relu_dropout
+
+            h = relu_dropout(h, self.dropout, self.training)
+        else:
+            h = F.elu(h) if self.kind in ("gat", "gatv2") else F.relu(h)
+            h = F.dropout(h, p=self.dropout, training=self.training)
         return self.conv2(h, graph)
 
 

@@ -1,0 +1,182 @@
+"""What quantized training keeps in memory (issue 21: peak memory of `train --quant`).
+
+The quantized GCN model runs both layers over gnnsparse.quant.nn.gcn_operators (A_norm and its
+transpose as two CSRs, nothing else of the graph): the same arrays bit for bit as the float layer's
+normalized GraphTensors, so the layers give the same results over a CSR as over an edge_index. ReLU
+and dropout save one boolean mask. The train command gives every run its own graph object (no
+structures left over from the previous run) and keeps no edge_index or edge_perm on the device when
+PyG is not run. Memory itself is accounted for with saved_tensors_hooks (device independent); the
+GPU peak is measured by `gnnsparse train --quant --compare fp32 --size products`.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("gnnsparse.torch")
+
+import gnnsparse as gs  # noqa: E402
+from gnnsparse.quant import autograd as qa  # noqa: E402
+from gnnsparse.quant import nn as qnn  # noqa: E402
+from gnnsparse.torch import functional as gf  # noqa: E402
+from gnnsparse.torch import nn as tnn  # noqa: E402
+from gnnsparse.torch.graph import graph_tensors  # noqa: E402
+
+from conftest import sycl_or_skip, torch_cpu_cuda  # noqa: E402
+
+device = torch_cpu_cuda
+
+
+def _graph(n, e, seed, device, loops=0, empty=0):
+    """A random edge_index with duplicates, `loops` self loops (some repeated) and `empty` nodes
+    without edges."""
+    g = torch.Generator().manual_seed(seed)
+    ei = torch.randint(empty, n, (2, e), generator=g)
+    if loops:
+        v = torch.randint(empty, n, (loops,), generator=g)
+        v = torch.cat([v, v[: loops // 3]])
+        ei = torch.cat([ei, torch.stack([v, v])], 1)
+    return ei.to(device)
+
+
+def _operators_ref(csr, like):
+    ref = gf.gcn_norm(graph_tensors(csr, like), None, dtype=torch.float32, like=like.device)
+    return ref.rowptr, ref.col, ref.val, ref.t_rowptr, ref.t_col, ref.val.index_select(0, ref.t_perm.long())
+
+
+def _arrays(ops):
+    return [torch.as_tensor(np.asarray(a)) if not isinstance(a, torch.Tensor) else a
+            for a in (ops.A.rowptr, ops.A.col, ops.A.val, ops.AT.rowptr, ops.AT.col, ops.AT.val)]
+
+
+@pytest.mark.parametrize("loops,empty", [(0, 0), (40, 0), (25, 7)])
+def test_gcn_operators_equal_gcn_norm(device, loops, empty):
+    """gcn_operators = gnnsparse.torch's gcn_norm graph (self loops, normalization, transpose) bit for
+    bit: no loops, single and repeated loops, empty rows, duplicate edges."""
+    n = 301
+    ei = _graph(n, 2500, 1 + loops, device, loops, empty)
+    x = torch.zeros(n, 1, device=device)
+    A = gs.CSR.from_edge_index(ei, n)
+    ops = qnn.gcn_operators(A, x)
+    assert qnn.gcn_operators(A, x) is ops  # kept on the CSR
+    for got, want in zip(_arrays(ops), _operators_ref(gs.CSR.from_edge_index(ei, n), x)):
+        got = got.to(want.device)
+        assert got.dtype == want.dtype and torch.equal(got, want)
+    assert ops.nbytes == sum(int(a.nbytes) for a in _arrays(ops))
+
+
+def test_gcn_operators_checks():
+    A = gs.CSR(np.array([0, 1, 1]), np.array([1]), np.array([1.0], np.float32), (2, 2))
+    with pytest.raises(ValueError, match="without values"):
+        qnn.gcn_operators(A, torch.zeros(2, 1))
+
+
+def test_gcn_layer_over_csr_equals_edge_index(device):
+    """The quantized GCNConv over a CSR (gcn_operators) gives the bits it gives over the edge_index
+    (GraphTensors), forward and gradients; bits=None over a CSR equals the float layer exactly."""
+    n = 257
+    ei = _graph(n, 2000, 5, device)
+    A = gs.CSR.from_edge_index(ei, n)
+    x = torch.randn(n, 24, generator=torch.Generator().manual_seed(2)).to(device)
+    for bits in (8, 4, None):
+        outs = []
+        for graph in (ei, A):
+            torch.manual_seed(3)
+            layer = qnn.GCNConv(24, 16, cached=True, bits=bits).to(device)
+            xx = x.clone().requires_grad_()
+            torch.manual_seed(4)
+            y = layer(xx, graph)
+            y.square().sum().backward()
+            outs.append((y.detach(), xx.grad, layer.lin.weight.grad, layer.bias.grad))
+        for a, b in zip(*outs):
+            assert torch.equal(a, b), bits
+    torch.manual_seed(3)
+    f = tnn.GCNConv(24, 16, cached=True).to(device)
+    q = qnn.GCNConv(24, 16, cached=True, bits=None).to(device)
+    q.load_state_dict(f.state_dict())
+    assert torch.equal(q(x, A), f(x, ei))
+
+
+def test_relu_dropout(device):
+    """relu_dropout = dropout(relu(h)) with the mask it drew (recovered from the output's zeros),
+    gradient g * mask / (1 - p), one boolean tensor saved; relu outside training."""
+    h = torch.randn(300, 17, generator=torch.Generator().manual_seed(0)).to(device).requires_grad_()
+    torch.manual_seed(1)
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        y = qa.relu_dropout(h, 0.5, True)
+    assert len(saved) == 1 and saved[0].dtype == torch.bool and saved[0].shape == h.shape
+    keep = y != 0
+    assert torch.equal(y, torch.relu(h.detach()) * keep * 2.0)
+    assert 0.3 < float(keep.float().mean() / (h > 0).float().mean()) < 0.7
+    g = torch.randn_like(h)
+    y.backward(g)
+    assert torch.equal(h.grad, g * keep * 2.0)
+    torch.manual_seed(1)
+    assert torch.equal(qa.relu_dropout(h, 0.5, True), y)  # seeded
+    assert torch.equal(qa.relu_dropout(h, 0.5, False), torch.relu(h))
+    with pytest.raises(ValueError, match="dropout"):
+        qa.relu_dropout(h, 1.0)
+
+
+def _saved_bytes(net, x, graph):
+    """{(dtype, shape): bytes} of what one training forward saves for the backward."""
+    seen = {}
+
+    def pack(t):
+        seen[t.untyped_storage().data_ptr()] = (str(t.dtype)[6:], tuple(t.shape), t.untyped_storage().nbytes())
+        return t
+
+    net.train()
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = net(x, graph)
+    del out
+    return list(seen.values())
+
+
+def test_quant_model_saves_one_float_activation():
+    """The quantized GCN of `train --quant` saves for the backward int8 q(x), one boolean mask and
+    the float32 second layer's input (Tango: that layer stays float32): at most one float32 tensor
+    of n x hidden, against the float model's three (GEMM output kept by the SpMM, ReLU output,
+    dropout output) besides x; no graph array is saved (the operators are the layers')."""
+    sycl_or_skip()
+    from gnnsparse.train.models import Net
+
+    n, hidden = 500, 32
+    ei = _graph(n, 4000, 9, "cpu")
+    A = gs.CSR.from_edge_index(ei, n)
+    x = torch.randn(n, 20)
+    torch.manual_seed(0)
+    f = Net("gcn", "gnnsparse", 20, hidden, 5)
+    q = Net("gcn", "gnnsparse", 20, hidden, 5, quant=8)
+    q.load_state_dict(f.state_dict())
+    node = n * hidden * 4
+    saved_q = _saved_bytes(q, x, A)
+    saved_f = _saved_bytes(f, x, A)
+    big_q = [s for s in saved_q if s[0] == "float32" and s[2] >= node]
+    big_f = [s for s in saved_f if s[0] == "float32" and s[2] >= node]
+    assert len(big_q) == 1 and len(big_f) >= 3, (saved_q, saved_f)
+    assert not any(s[0] in ("int32", "int64") and s[2] >= 4 * A.nnz for s in saved_q)
+    assert sum(s[2] for s in saved_q) < 0.5 * sum(s[2] for s in saved_f)
+
+
+def test_train_runs_leave_no_structures(capsys):
+    """A run works on its own graph object (fresh_graph): the prepared CSR keeps nothing derived
+    (GraphTensors, operators) after a run; without PyG no edge_index or edge_perm is prepared."""
+    sycl_or_skip()
+    from gnnsparse.train import data as tdata
+    from gnnsparse.train.loop import fresh_graph, initial_state, prepare, run_once
+
+    nd = tdata.quick(0)
+    t = prepare(nd, torch.device("cpu"), "gcn", edge_index=False)
+    assert t["edge_index"] is None and getattr(t["csr"], "edge_perm", None) is None
+    init = initial_state("gcn", t, 16, 4, 0, 0.5, None)
+    for quant in (None, "auto"):
+        tr = fresh_graph(t)
+        r = run_once(tr, "gcn", "gnnsparse", epochs=2, hidden=16, init=init, quant=quant)
+        assert len(r.losses) == 2 and tr["csr"]._derived
+        assert not t["csr"]._derived
+    assert r.quant_errors and r.quant_bits in (4, 8, None)
+    full = prepare(nd, torch.device("cpu"), "gcn")
+    assert full["edge_index"] is not None and full["csr"].edge_perm is not None
