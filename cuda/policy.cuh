@@ -610,12 +610,14 @@ struct SddmmTcTuning {
   static constexpr int kMaxFeatures = 128;     // F up to this in one staged panel
   static constexpr int64_t kTargetBlocks = 264;  // split K until panels x S reach this
   static constexpr int kMaxSplit = 64;
-  // auto: density nnz / (M K) at least kMinDensity and K >= kMinK. PREDICTION, set from the first
-  // H200 measurement (docs/grid.md, "SDDMM dot on tensor cores"): tensor time ~ M K F (3 x 2 flops
-  // at ~55 % of the measured 323 TFLOP/s mma.sync ceiling) against the row kernel's ~nnz F 4 bytes
-  // of L2 gathers at ~8 TB/s: equal near d ~ 0.06 at either F; 0.1 leaves margin for the write-out.
+  // auto: density nnz / (M K) at least the crossover for F (interpolated in log2 F between
+  // kMinDensityF32 at F <= 32 and kMinDensityF128 at F >= 128) and K >= kMinK. Set from the grid
+  // (H200, 2026-12-02, docs/grid.md "SDDMM dot on tensor cores"): at F = 32 the tensor cores beat
+  // the row kernels in 36 of 36 cells (1.3-29x; the lowest density there is 0.1); at F = 128 in
+  // 12 of 12 cells at d = 0.2 and 0.3 (1.2-3.2x) but only 3 of 12 at d = 0.1 (0.70-1.65x).
   // Graphs (d < 1 %) never qualify, nor does anything whose sortedness was not checked.
-  static constexpr double kMinDensity = 0.1;
+  static constexpr double kMinDensityF32 = 0.1;
+  static constexpr double kMinDensityF128 = 0.15;
   static constexpr int64_t kMinK = 256;
 };
 // Y-chunk buffers in flight per feature width (shared memory: 104 KB at FT = 32, two blocks per
@@ -627,9 +629,11 @@ struct SddmmTcPlan {
   int64_t panels = 0, split = 1;
   int64_t blocks() const { return panels * split; }
 };
-inline bool prefer_sddmm_tc(int64_t M, int64_t K, int64_t nnz) {
-  if (M <= 0 || K < SddmmTcTuning::kMinK) return false;
-  return double(nnz) >= SddmmTcTuning::kMinDensity * double(M) * double(K);
+inline bool prefer_sddmm_tc(int64_t M, int64_t K, int64_t nnz, int64_t F) {
+  if (M <= 0 || K < SddmmTcTuning::kMinK || F <= 0) return false;
+  const double w = std::min(1.0, std::max(0.0, (std::log2(double(F)) - 5.0) / 2.0));  // 0 at 32, 1 at 128
+  const double need = SddmmTcTuning::kMinDensityF32 + w * (SddmmTcTuning::kMinDensityF128 - SddmmTcTuning::kMinDensityF32);
+  return double(nnz) >= need * double(M) * double(K);
 }
 // force_split: 0, or the number of K slices (capped by the number of chunks).
 inline SddmmTcPlan plan_sddmm_tc(int64_t M, int64_t K, int64_t F, int force_split) {

@@ -327,7 +327,7 @@ bool sddmm_tc(const SddmmArgs& a, cudaStream_t stream) {
   if (A.nnz <= 0 || A.M <= 0 || A.K <= 0 || A.K > int64_t(INT_MAX) - 1024) return false;
   if (a.F < 4 || a.F > SddmmTcTuning::kMaxFeatures || a.F % 4 != 0) return false;
   if (reinterpret_cast<uintptr_t>(a.X) % 16 != 0 || reinterpret_cast<uintptr_t>(a.Y) % 16 != 0) return false;
-  if (method == SddmmMethod::automatic && !prefer_sddmm_tc(A.M, A.K, A.nnz)) return false;
+  if (method == SddmmMethod::automatic && !prefer_sddmm_tc(A.M, A.K, A.nnz, a.F)) return false;
   const SddmmTcPlan p = plan_sddmm_tc(A.M, A.K, a.F, tc_split_override());
   check_grid("sddmm (tc)", {p.blocks()}, 1);
   auto go = [&](auto prec, auto off) {

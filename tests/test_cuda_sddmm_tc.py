@@ -215,9 +215,9 @@ def test_tc_ineligible_calls_stay_on_the_row_kernels(monkeypatch):
 
 @pytest.mark.cuda
 def test_dispatch(monkeypatch):
-    """auto takes the tensor-core path from the predicted crossover density on (cuda/policy.cuh,
-    SddmmTcTuning: density >= 0.1, K >= 256); never below it, on a graph, with K < 256, or with the
-    row kernels forced."""
+    """auto takes the tensor-core path from the measured crossover density on (cuda/policy.cuh,
+    SddmmTcTuning: density >= 0.1 at F <= 32, 0.15 at F >= 128, K >= 256); never below it, on a
+    graph, with K < 256, or with the row kernels forced."""
     _needs_cuda()
     monkeypatch.delenv("GNNSPARSE_CUDA_SDDMM", raising=False)
     M, K, N = 300, 512, 32
@@ -228,6 +228,10 @@ def test_dispatch(monkeypatch):
     check(A, X, Y, run(A, X, Y))
     r2, c2 = dense_ish(M, K, 0.04, 84, empty_frac=0.0)  # density ~0.04: below the crossover
     assert not takes_tc(dev_csr(r2, c2, M, K), X, Y)
+    # density ~0.12: above the crossover at F = 32 (0.1), below the one at F = 128 (0.15)
+    r5, c5 = dense_ish(M, K, 0.12, 88, empty_frac=0.0)
+    B = dev_csr(r5, c5, M, K)
+    assert takes_tc(B, X, Y) and not takes_tc(B, feats(M, 128, 89), feats(K, 128, 90))
     r3, c3 = dense_ish(M, 128, 0.5, 85)  # K below kMinK
     assert not takes_tc(dev_csr(r3, c3, M, 128), X, feats(128, N, 86))
     # a graph: 10 entries per row
