@@ -139,20 +139,24 @@ def test_no_columns_needs_return_edges(dev):
 
 @pytest.mark.parametrize("edge", EDGES)
 @pytest.mark.parametrize("op", ["dot", "add"])
-def test_recompute_backward_equals_saved(dev, edge, op):
+@pytest.mark.parametrize("weighted", [False, True])
+def test_recompute_backward_equals_saved(dev, edge, op, weighted):
     # the backward's recompute pass (D = 0) gives the forward's edge values: the same gradient bits
-    # as keeping them (TransformerConv's shape on CUDA: dot, 4 heads of 32, D = F, Y != Z)
+    # as keeping them (TransformerConv's shape on CUDA: dot, 4 heads of 32, D = F, Y != Z). Without
+    # values the saving forward keeps its own pass's edge values; with values both take them from
+    # a D = 0 pass.
     M = K = 300
-    A, _ = make_graph(11, M, K, 9, 0, "int32", True, dev)
+    A, _ = make_graph(11, M, K, 9, 0, "int32", False, dev)
     F, D = (32, 32) if op == "dot" else (1, 1 if dev.type == "cuda" else 24)
     X, Y, Z = inputs(12, M, K, 4, F, D, op, torch.float32, dev)
-    w = (torch.rand(A.nnz, generator=torch.Generator().manual_seed(13)) + 0.5).to(dev)
+    v = (torch.rand(A.nnz, generator=torch.Generator().manual_seed(13)) + 0.5).to(dev)
     g = torch.randn((M, 4, D), generator=torch.Generator().manual_seed(14)).to(dev)
     grads = []
     for save in (True, False):
-        ts = [t.detach().clone().requires_grad_() for t in (X, Y, Z, w)]
-        out = gst.fusedmm(A, ts[0], ts[1], ts[2], op, edge, 0.2, edge_weight=ts[3], save_edges=save)
+        ts = [t.detach().clone().requires_grad_() for t in (X, Y, Z, v)]
+        out = gst.fusedmm(A, ts[0], ts[1], ts[2], op, edge, 0.2, val=ts[3] if weighted else None,
+                          save_edges=save)
         out.backward(g)
-        grads.append([t.grad for t in ts])
-    for a, b, name in zip(*grads, "XYZw"):
+        grads.append([t.grad for t in ts[:4 if weighted else 3]])
+    for a, b, name in zip(*grads, "XYZv"):
         assert torch.equal(a, b), f"d{name} differs between the saving and the recomputing backward"
