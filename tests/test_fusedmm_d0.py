@@ -1,5 +1,6 @@
 """FusedMM with a Z of no columns (D = 0, return_edges=True): only the edge values (scores, edge
-function, row softmax, value scaling), as FusedMM's recompute pass in the backward needs them.
+function, row softmax, value scaling), as FusedMM's recompute pass in the backward needs them
+(without return_edges, D = 0 is an empty result).
 
 The edge values must be bitwise those of a call with columns on the same walk: on the SYCL CPU
 device every D (the score and the softmax do not depend on D); on CUDA the call the D = 0 plan
@@ -125,16 +126,28 @@ def test_edges_only_empty_graph_parts(dev):
         assert out.shape == (M, 2, 0) and E.shape == (0, 2)
 
 
-def test_no_columns_needs_return_edges(dev):
+def test_no_columns_without_edges(dev):
+    # D = 0 without return_edges is an empty result (nothing runs), as any empty dimension
     A, _ = make_graph(2, 20, 10, 3, 0, "int32", False, dev)
     X, Y, Z = inputs(2, 20, 10, 2, 4, 0, "dot", torch.float32, dev)
-    with pytest.raises(ValueError, match="return_edges"):
-        gs.fusedmm(A, X, Y, Z, edge="softmax")
-    with pytest.raises(ValueError, match="return_edges"):
-        gs.fusedmm(A, X[:, 0], Y[:, 0], Z[:, 0], edge="softmax")
-    # the autograd layer's call (no return_edges there): a clear error too, not a kernel's
-    with pytest.raises(ValueError, match="D = 0"):
-        gst.fusedmm(A, X.requires_grad_(), Y, Z, "dot", "softmax")
+    assert gs.fusedmm(A, X, Y, Z, edge="softmax").shape == (20, 2, 0)
+    assert gs.fusedmm(A, X[:, 0], Y[:, 0], Z[:, 0], edge="softmax").shape == (20, 0)
+
+
+def test_no_columns_autograd(dev):
+    # the autograd layer with D = 0: the returned edge values are differentiable, and equal (value
+    # and gradient bits) to those of the call with columns on the same walk
+    A, _ = make_graph(3, 40, 30, 5, 0, "int32", False, dev)
+    X, Y, Z = inputs(3, 40, 30, 2, 4, 4, "dot", torch.float32, dev)
+    res = []
+    for Zd in (Z[:, :, :0], Z):
+        Xg, Yg = X.detach().clone().requires_grad_(), Y.detach().clone().requires_grad_()
+        out, w = gst.fusedmm(A, Xg, Yg, Zd.contiguous(), "dot", "softmax", return_edges=True)
+        assert out.shape == (40, 2, Zd.shape[2])
+        (w * w).sum().backward()
+        res.append((w.detach(), Xg.grad, Yg.grad))
+    for a, b in zip(*res):
+        assert torch.equal(a, b)
 
 
 @pytest.mark.parametrize("edge", EDGES)

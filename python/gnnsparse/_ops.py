@@ -230,10 +230,7 @@ class FusedCall(NamedTuple):
     D: int
 
 
-def check_fusedmm(shape, x_shape, y_shape, z_shape, op, edge, precision="fp32", return_edges=False) -> FusedCall:
-    """The checked call. Z may have no columns (D = 0) only with return_edges: the kernels then
-    compute the edge values alone (scores, edge function, row softmax; no aggregation), with the
-    arithmetic of a call with columns."""
+def check_fusedmm(shape, x_shape, y_shape, z_shape, op, edge, precision="fp32") -> FusedCall:
     s = check_sddmm(shape, x_shape, y_shape, op, precision)
     edc = code(_EDGE, "edge", edge)
     M, K = shape
@@ -247,9 +244,6 @@ def check_fusedmm(shape, x_shape, y_shape, z_shape, op, edge, precision="fp32", 
         raise ValueError(f"Z has shape {sz}; with {H} head(s) it must be (K, D) (one head) or (K, {H}, D)")
     if sz[0] != K:
         raise ValueError(f"Z has shape {sz} but A is {M} x {K}: Z needs {K} rows")
-    if D == 0 and not return_edges:
-        raise ValueError(f"Z has shape {sz}: with no columns (D = 0) fusedmm computes only the edge values, "
-                         "so it needs return_edges=True")
     return FusedCall(s, edc, zs, D)
 
 
@@ -483,9 +477,9 @@ def fusedmm(A: CSR, X, Y, Z, op: str = "dot", edge: str = "none", slope: float =
     edge in {none, leaky_relu (slope), exp, softmax (per row, per head, max-subtracted),
     leaky_relu_softmax (the softmax of leaky_relu: GAT attention)}. Heads: X/Y
     as in sddmm, Z (K, D) for one head or (K, H, D); Out is (M, D) or (M, H, D). return_edges=True also
-    returns w, shaped like sddmm's output (what a backward pass needs). With return_edges=True, Z may
-    have no columns (D = 0): then only w is computed (Out is empty), with the arithmetic of a call
-    with columns.
+    returns w, shaped like sddmm's output (what a backward pass needs). Z may have no columns (D = 0):
+    Out is then empty and, with return_edges=True, the kernels compute w alone (no aggregation),
+    with the arithmetic of a call with columns (what FusedMM's backward recomputes).
     """
     if not isinstance(A, CSR):
         check_csr(A)  # raises
@@ -501,7 +495,7 @@ def launch_fusedmm(A: CSR, X, Y, Z, op, edge, slope, return_edges, precision):
     X, dt = _dense(b, "X", X)
     Y, _ = _dense(b, "Y", Y, dt)
     Z, _ = _dense(b, "Z", Z, dt)
-    c = check_fusedmm(A.shape, X.shape, Y.shape, Z.shape, op, edge, precision, return_edges)
+    c = check_fusedmm(A.shape, X.shape, Y.shape, Z.shape, op, edge, precision)
     place = b.place(X)
     same_place(b, place, Y=Y, Z=Z)
     s = c.scores
