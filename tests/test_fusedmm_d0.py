@@ -78,7 +78,7 @@ def twins(dev, op, F, elem_bytes):
 def test_edges_only_bitwise(dev, edge, op, H, F, dt, itype, weighted, hub):
     M, K = 300, 200
     A, Ah = make_graph(F + H + hub, M, K, 9, hub, itype, weighted, dev)
-    X, Y, Z = inputs(H * F, M, K, H, F, 40, op, dt, dev)
+    X, Y, Z = inputs(H * F, M, K, H, F, max(F, 16), op, dt, dev)
     Z0 = Z.new_empty((K, H, 0))
     out, E = gs.fusedmm(A, X, Y, Z0, op=op, edge=edge, slope=0.1, return_edges=True)
     assert out.shape == (M, H, 0) and E.shape == (Ah.nnz, H)
