@@ -12,8 +12,8 @@
 // go to fused_long_rows_kernel; with D == 0, its edges form, FusedPath::edges, computes the edge
 // values alone: the recompute pass of FusedMM's backward). Row softmax is done in one pass with
 // a running max and sum (the accumulator is rescaled when the max grows; Milakov & Gimelshein,
-// "Online normalizer calculation for softmax", 2018), and partial states of contiguous edge ranges merge exactly
-// like that (FusedAgent::merge). Rows longer than kWarpRowMin are taken by the whole warp (its
+// "Online normalizer calculation for softmax", 2018), and partial states of contiguous edge
+// ranges merge exactly like that (FusedAgent::merge). Rows longer than kWarpRowMin are taken by the whole warp (its
 // groups run contiguous parts, merged by a fixed shuffle tree). Hub rows take the hub pass of
 // segments.cuh: fused_segment_kernel (a warp per (segment, head)) writes each piece's state to a
 // workspace slot, hub_combine_kernel<FusedCombine> folds a hub row's states in segment order, and
