@@ -9,10 +9,11 @@
 // D) the gathered row feeds both. A dot whose F is one vector per lane (TL = 1, Y != Z) takes the
 // one-vector walk (FusedAgent::run_one: the batch's dots finished by one transposed
 // reduce-scatter, one edge per lane set, the weights broadcast; its rows longer than kWarpRowMin
-// go to fused_long_rows_kernel). Row softmax is done in one pass with a running max and sum (the
-// accumulator is rescaled when the max grows; Milakov & Gimelshein, "Online normalizer
-// calculation for softmax", 2018), and partial states of contiguous edge ranges merge exactly
-// like that (FusedAgent::merge). Rows longer than kWarpRowMin are taken by the whole warp (its
+// go to fused_long_rows_kernel; with D == 0, its edges form, FusedPath::edges, computes the edge
+// values alone: the recompute pass of FusedMM's backward). Row softmax is done in one pass with
+// a running max and sum (the accumulator is rescaled when the max grows; Milakov & Gimelshein,
+// "Online normalizer calculation for softmax", 2018), and partial states of contiguous edge
+// ranges merge exactly like that (FusedAgent::merge). Rows longer than kWarpRowMin are taken by the whole warp (its
 // groups run contiguous parts, merged by a fixed shuffle tree). Hub rows take the hub pass of
 // segments.cuh: fused_segment_kernel (a warp per (segment, head)) writes each piece's state to a
 // workspace slot, hub_combine_kernel<FusedCombine> folds a hub row's states in segment order, and
@@ -35,8 +36,9 @@ template <class A> __device__ __forceinline__ A exp_of(A x) { return exp(x); }
 // is Z: one gathered row feeds the score and the sum), one (F in one vector per lane, TL = 1, Y !=
 // Z: the row operand held, the next batch's columns prefetched, the batch's U partial dots
 // finished by one transposed reduce-scatter, each lane set applying the edge function to its
-// edge and broadcasting the weight).
-enum class FusedPath : int { generic, same, one };
+// edge and broadcasting the weight), edges (one for D == 0, the edge values alone: no Z gathers,
+// no aggregation).
+enum class FusedPath : int { generic, same, one, edges };
 
 // Online-softmax rescale factors of two states with maxima m and o merged into max(m, o).
 template <class A> __device__ __forceinline__ void merge_scales(A m, A o, A& mn, A& sa, A& sb) {
@@ -53,7 +55,8 @@ struct FusedAgent {
   static constexpr int U = FusedTuning::kUnroll;
   static constexpr bool SM = row_softmax(EF);
   static constexpr bool SAME = P == FusedPath::same;
-  static constexpr bool ONE = P == FusedPath::one;
+  static constexpr bool ONE = P == FusedPath::one || P == FusedPath::edges;
+  static constexpr bool AGG = P != FusedPath::edges;  // Out is a sum over the row (D > 0)
   static_assert(!ONE || (OP == SddmmOp::dot && TL == 1), "the one-vector path is a dot with TL = 1");
 
   struct Args {
@@ -240,6 +243,8 @@ struct FusedAgent {
   // broadcasts the weight to the group for the sums. Softmax sums: each lane set adds its own
   // edges' terms (all share the batch's rescale), folded over the lane sets at the end by a fixed
   // xor tree. Edge offsets are 32-bit (a range is at most a hub threshold, <= 2^30).
+  // P == edges (D == 0, edge values only): the same walk without the Z gathers, the rescales and
+  // the weight broadcast; its scores, softmax state and E are those of P == one.
   __device__ __forceinline__ static void run_one(const Args& a, int64_t i, int64_t h, int64_t k0, int64_t k1,
                                                  int G, int sub, unsigned mask, int64_t c, bool ok, State& st) {
     const int span = G / U;  // lanes per lane set
@@ -275,7 +280,7 @@ struct FusedAgent {
       for (int u = 0; u < U; ++u) {
         if (k + u < n) {
           if (fok) y[u] = *reinterpret_cast<const Vec*>(yb + static_cast<int64_t>(j[u]) * ys);
-          if (ok) z[u] = *reinterpret_cast<const Vec*>(zb + static_cast<int64_t>(j[u]) * zs);
+          if (AGG && ok) z[u] = *reinterpret_cast<const Vec*>(zb + static_cast<int64_t>(j[u]) * zs);
         }
       }
 #pragma unroll
@@ -299,14 +304,16 @@ struct FusedAgent {
         const A pe = valid ? exp_of(sc - mn) : A(0);
         s = s * scale + pe;
         st.m = mn;
+        if constexpr (AGG)
 #pragma unroll
-        for (int e = 0; e < V; ++e) st.acc[0][e] *= scale;
+          for (int e = 0; e < V; ++e) st.acc[0][e] *= scale;
         w = pe * own;
         if (ep != nullptr && valid) ep[(k + base) * a.H] = from_acc<T>(sc);
       } else {
         w = apply(sc, a.slope) * own;
         if (ep != nullptr && valid) ep[(k + base) * a.H] = from_acc<T>(w);
       }
+      if constexpr (!AGG) continue;  // P == edges
       A wt[U];
 #pragma unroll
       for (int u = 0; u < U; ++u) wt[u] = __shfl_sync(mask, w, u * span, G);
@@ -374,11 +381,12 @@ struct FusedAgent {
 // Resident blocks asked of the register allocator (TL = 1 only), the most that compile without
 // spilling for sm_90 (the one-vector path with fp32 softmax: 32 bytes, two reloads per batch):
 // 3 (<= 80 registers) for 4-byte features when the dot's operands need no second gather (Y is Z),
-// there is no dot (add) or the dot takes the one-vector path with 32-bit indices; else 2.
+// there is no dot (add) or the dot takes the one-vector path (or its edges form) with 32-bit
+// indices; else 2.
 template <class T, class I, int TL, SddmmOp OP, FusedPath P> constexpr int fused_min_blocks() {
   if constexpr (TL != 1 || sizeof(T) == 8) return 1;
   else if constexpr (sizeof(T) == 4 && (P == FusedPath::same || OP == SddmmOp::add ||
-                                        (P == FusedPath::one && sizeof(I) == 4)))
+                                        ((P == FusedPath::one || P == FusedPath::edges) && sizeof(I) == 4)))
     return FusedTuning::kMinBlocks;
   else return FusedTuning::kMinBlocksWide;
 }
@@ -404,7 +412,7 @@ fused_row_kernel(typename FusedAgent<T, I, OP, EF, V, TL, P>::Args a, T* __restr
   const bool hub = hub_thr > 0 && k1 - k0 > hub_thr;
   // every head count: restricted to one head, the GAT epoch (4 heads) went from 10.81 to 12.05 ms
   // (H200, 2026-12-01)
-  constexpr bool kLongApart = P == FusedPath::one;
+  constexpr bool kLongApart = Ag::ONE;
   const bool warp_split = G < 32;
   const bool warp_row = live && !hub && warp_split && k1 - k0 > FusedTuning::kWarpRowMin;
   int64_t c[TL];
@@ -598,7 +606,7 @@ void launch_fused(const FusedPlan& p, const FusedArgs& f, cudaStream_t stream) {
       GS_LAUNCH_CHECK("fused_hub_norm_kernel");
     }
   }
-  if constexpr (P == FusedPath::one) {
+  if constexpr (Ag::ONE) {
     // rows longer than kWarpRowMin go to the long-row kernel (when such rows may exist)
     if (p.group < 32 && (f.A.max_degree < 0 || f.A.max_degree > FusedTuning::kWarpRowMin)) {
       const dim3 lgrid(static_cast<unsigned>(p.long_blocks), static_cast<unsigned>(p.col_blocks));
@@ -613,12 +621,13 @@ void launch_fused(const FusedPlan& p, const FusedArgs& f, cudaStream_t stream) {
 }
 
 // Checks sizes and pointers; false when there is nothing to compute. D == 0 is work when E is
-// given (edge values only: every lane's output columns are masked).
+// given (edge values only: every lane's output columns are masked; on the one-vector walk the
+// aggregation is skipped), none without it.
 inline bool fused_has_work(const FusedArgs& f) {
   const CsrView& A = f.A;
   if (A.M < 0 || A.K < 0 || A.nnz < 0 || f.H < 0 || f.F < 0 || f.D < 0)
     throw std::invalid_argument("gnnsparse cuda fusedmm: negative size");
-  if (A.M == 0 || f.H == 0) return false;
+  if (A.M == 0 || f.H == 0 || (f.D == 0 && f.E == nullptr)) return false;
   if (A.rowptr == nullptr || (f.out == nullptr && f.D > 0) ||
       (A.nnz > 0 && (A.col == nullptr || f.X == nullptr || f.Y == nullptr || (f.Z == nullptr && f.D > 0))))
     throw std::invalid_argument("gnnsparse cuda fusedmm: null pointer");
@@ -654,6 +663,7 @@ void run_fused(const FusedArgs& f, cudaStream_t stream) {
     } else if (p.per_lane == 1) {
       if constexpr (OP == SddmmOp::dot) {
         if (p.same) return launch_fused<T, I, OP, EF, V, 1, FusedPath::same>(p, f, stream);
+        if (p.one && f.D == 0) return launch_fused<T, I, OP, EF, V, 1, FusedPath::edges>(p, f, stream);
         if (p.one) return launch_fused<T, I, OP, EF, V, 1, FusedPath::one>(p, f, stream);
       }
       launch_fused<T, I, OP, EF, V, 1, FusedPath::generic>(p, f, stream);

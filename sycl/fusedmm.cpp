@@ -6,7 +6,8 @@ namespace gnnsparse::sycl_rt {
 sycl::event fusedmm(sycl::queue &q, const FusedArgs &a, const Deps &deps) {
   const DeviceCaps &caps = caps_of(q);
   check_dtype(caps, a.dtype);
-  if (a.A.M == 0 || a.H == 0) return q.ext_oneapi_submit_barrier(deps);
+  // D == 0 computes only the edge values: nothing to do without E
+  if (a.A.M == 0 || a.H == 0 || (a.D == 0 && a.E == nullptr)) return q.ext_oneapi_submit_barrier(deps);
   if (caps.esimd)
     if (auto e = esimd_fusedmm(q, a, deps)) return *e;
   const Launch l = fusedmm_launch(caps, a);

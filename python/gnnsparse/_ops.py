@@ -477,7 +477,9 @@ def fusedmm(A: CSR, X, Y, Z, op: str = "dot", edge: str = "none", slope: float =
     edge in {none, leaky_relu (slope), exp, softmax (per row, per head, max-subtracted),
     leaky_relu_softmax (the softmax of leaky_relu: GAT attention)}. Heads: X/Y
     as in sddmm, Z (K, D) for one head or (K, H, D); Out is (M, D) or (M, H, D). return_edges=True also
-    returns w, shaped like sddmm's output (what a backward pass needs).
+    returns w, shaped like sddmm's output (what a backward pass needs). Z may have no columns (D = 0):
+    Out is then empty and, with return_edges=True, the kernels compute w alone (no aggregation),
+    with the arithmetic of a call with columns (what FusedMM's backward recomputes).
     """
     if not isinstance(A, CSR):
         check_csr(A)  # raises

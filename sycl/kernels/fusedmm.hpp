@@ -4,6 +4,7 @@
 #pragma once
 #include <sycl/builtins.hpp>
 #include <sycl/group_algorithm.hpp>
+#include <sycl/group_barrier.hpp>
 
 #include "common.hpp"
 
@@ -13,7 +14,10 @@ namespace gnnsparse {
 // the whole sub-group (dot: lanes split F, one reduce_over_group; add: uniform scalar loads), the
 // lanes then accumulate w * Z[j, h, :] over their features. Row softmax runs online in one pass
 // (running max m and sum s; on a new maximum the sum and the accumulators are rescaled by
-// exp(m_old - m_new)), and a second pass writes the normalized weights only when E is requested.
+// exp(m_old - m_new)); when E is requested the first pass also stores the raw scores there and a
+// second pass turns them into the normalized weights (no score is computed twice). D == 0 (edge
+// values only, E given) skips the Z gathers and the Out stores: the scores and the softmax are
+// those of any D.
 template <typename T, SddmmOp OP, int SG>
 inline T sg_score(const sycl::sub_group &sg, long lane, const T *X, const T *Y, long i, long j, long h, long H,
                   long F) {
@@ -38,6 +42,7 @@ void fusedmm_csr_sg(const I *rowptr, const I *col, const T *val, const T *X, con
   if (i >= M) return;
   const long c0 = tile * SG * V + lane;
   const bool write_e = E != nullptr && tile == 0;
+  const bool agg = D > 0;  // D == 0: edge values only
   const long b = long(rowptr[i]), e = long(rowptr[i + 1]);
   T acc[V];
 #pragma unroll
@@ -47,6 +52,7 @@ void fusedmm_csr_sg(const I *rowptr, const I *col, const T *val, const T *X, con
     const long j = long(col[k]);
     T w = sg_score<T, OP, SG>(sg, lane, X, Y, i, j, h, H, F);
     if constexpr (EF == EdgeFn::leaky_relu_softmax) w = w > T(0) ? w : slope * w;
+    const T raw = w;  // softmax: the score E keeps until the second pass
     if constexpr (row_softmax(EF)) {
       // online softmax: m is the running max (fmax skips a NaN score), and every score goes through
       // exp(w - m), so a NaN, or an infinity that makes w - m NaN, turns the row NaN as
@@ -67,26 +73,28 @@ void fusedmm_csr_sg(const I *rowptr, const I *col, const T *val, const T *X, con
       if constexpr (EF == EdgeFn::exp) w = sycl::exp(w);
     }
     if constexpr (W) w *= val[k];
-    if constexpr (!row_softmax(EF))
-      if (write_e && lane == 0) E[k * H + h] = w;
-    const T *z = Z + (j * H + h) * D + c0;
+    if (write_e && lane == 0) E[k * H + h] = row_softmax(EF) ? raw : w;
+    if (agg) {
+      const T *z = Z + (j * H + h) * D + c0;
+#pragma unroll
+      for (int v = 0; v < V; ++v)
+        if (c0 + v * SG < D) acc[v] += w * z[v * SG];
+    }
+  }
+  const T inv = (row_softmax(EF) && e > b) ? T(1) / s : T(1);
+  if (agg) {
+    T *o = Out + (i * H + h) * D + c0;
 #pragma unroll
     for (int v = 0; v < V; ++v)
-      if (c0 + v * SG < D) acc[v] += w * z[v * SG];
+      if (c0 + v * SG < D) o[v * SG] = acc[v] * inv;
   }
-  T *o = Out + (i * H + h) * D + c0;
-  const T inv = (row_softmax(EF) && e > b) ? T(1) / s : T(1);
-#pragma unroll
-  for (int v = 0; v < V; ++v)
-    if (c0 + v * SG < D) o[v * SG] = acc[v] * inv;
   if constexpr (row_softmax(EF)) {
-    if (write_e) {  // second pass: the normalized weights
-      for (long k = b; k < e; ++k) {
-        T sc = sg_score<T, OP, SG>(sg, lane, X, Y, i, long(col[k]), h, H, F);
-        if constexpr (EF == EdgeFn::leaky_relu_softmax) sc = sc > T(0) ? sc : slope * sc;
-        T w = sycl::exp(sc - m) * inv;
+    if (write_e) {  // second pass: the raw scores (lane 0's stores) into the normalized weights
+      sycl::group_barrier(sg);
+      for (long k = b + lane; k < e; k += SG) {
+        T w = sycl::exp(E[k * H + h] - m) * inv;
         if constexpr (W) w *= val[k];
-        if (lane == 0) E[k * H + h] = w;
+        E[k * H + h] = w;
       }
     }
   }

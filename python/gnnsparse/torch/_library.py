@@ -489,6 +489,12 @@ def _fused_keeps_edges(edge: str, save: bool) -> bool:
     return save or not kernel_has_edge(edge)
 
 
+def _no_columns(Z: Tensor) -> Tensor:
+    """Z's stand-in (K, H, 0) for a FusedMM pass that computes only the edge values (D = 0: the
+    scores, the edge function and the row softmax, without gathering Z or writing Out)."""
+    return Z.new_empty((Z.shape[0], Z.shape[1], 0))
+
+
 def _fusedmm_fwd(rowptr: Tensor, col: Tensor, val: Optional[Tensor], t_rowptr: Optional[Tensor],
                t_col: Optional[Tensor], t_perm: Optional[Tensor], rows: Optional[Tensor], eid: Optional[Tensor],
                X: Tensor, Y: Tensor, Z: Tensor, op: str, edge: str, slope: float,
@@ -503,7 +509,7 @@ def _fusedmm_fwd(rowptr: Tensor, col: Tensor, val: Optional[Tensor], t_rowptr: O
         if val is None:
             return _fusedmm(A, X, Y, Z, op, edge, slope, True, precision)
         out = _fusedmm(A, X, Y, Z, op, edge, slope, False, precision)
-        P = _fusedmm(_csr(rowptr, col, None, K), X, Y, Z[:, :, :1], op, edge, slope, True, precision)[1]
+        P = _fusedmm(_csr(rowptr, col, None, K), X, Y, _no_columns(Z), op, edge, slope, True, precision)[1]
         return out, P
     # the chain without a fused kernel: per-edge tensors (nnz, H), never (nnz, H, D)
     if rows is None or eid is None:
@@ -549,7 +555,8 @@ def _fusedmm_backward(ctx, dOut, dP_user):
     want_x, want_y, want_z = _need(ctx, 8), _need(ctx, 9), _need(ctx, 10)
     want_v = val is not None and _need(ctx, 2)
     if P.shape[0] != col.shape[0]:  # not kept by the forward pass: one more pass without aggregation
-        P = fusedmm_op(rowptr, col, None, None, None, None, rows, eid, X, Y, Z[:, :, :1], op, edge, slope, True)[1]
+        P = fusedmm_op(rowptr, col, None, None, None, None, rows, eid, X, Y, _no_columns(Z), op, edge, slope,
+                       True)[1]
     vz = None if val is None else _val_for(val, Z).to(P.dtype)[:, None]
     dX = dY = dZ = dval = None
     if want_z:
