@@ -312,7 +312,14 @@ struct TcPlan {
 };
 // Eligible calls only (fp32, sorted columns, C % 4 == 0, aligned): whether auto takes the tensor
 // cores. tf32 requests use the tf32 crossover; fp32 and bf16 the 3xTF32 one (bf16 runs as fp32).
+// Off: measured slower than the row kernels in every grid cell, 2026-12-02 (H200, 72 cells:
+// vs cuSPARSE 0.13x at N = 32 and 0.45x at N = 128, tf32 0.14x / 0.52x; time independent of density,
+// e.g. M 32768 K 8192 N 128: 3291 / 3383 / 3383 us at d = 0.1 / 0.2 / 0.3 against row kernels
+// 1201 / 2264 / 3275 us): a per-(row, chunk) cost bounds it (docs/grid.md). The crossover below is
+// kept for when a measurement justifies it; GNNSPARSE_CUDA_SPMM=tc still forces the kernels.
+inline constexpr bool kPanelTcAuto = false;
 inline bool prefer_panel_tc(int64_t M, int64_t K, int64_t nnz, int64_t C, Precision precision) {
+  if (!kPanelTcAuto) return false;
   if (M < TcTuning::kMinRows || K < TcTuning::kMinK || C < 4) return false;
   const double d = double(nnz) / (double(M) * double(K));
   const double w = std::min(1.0, std::max(0.0, (std::log2(double(C)) - 5.0) / 2.0));  // 0 at 32, 1 at 128
