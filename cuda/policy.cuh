@@ -271,9 +271,9 @@ inline PanelPlan plan_panel(int64_t M, int64_t K, int64_t C, bool vec, int force
 // Too few blocks (small M): K split into S <= 8 slices, partial tiles added in slice order
 // (panel_combine_kernel, as for panel.cu). GNNSPARSE_CUDA_TC_BN / _SPLIT force the shape / split.
 struct TcTuning {
-  static constexpr int kBK = 32;      // K chunk (one lane per column in the scatter)
-  static constexpr int kWindow = 32;  // CSR entries of a row prefetched per chunk (one per lane)
-  static constexpr int kLdA = 40;     // A tile row stride (floats): = 8 (mod 32), load_a conflict-free
+  static constexpr int kBK = 64;         // K chunk: 8 k steps per barrier and scatter
+  static constexpr int kScatterRows = 8;  // rows of a warp whose next 32 entries are loaded together
+  static constexpr int kLdA = 72;        // A tile row stride (floats): = 8 (mod 32), load_a conflict-free
   static constexpr int64_t kTargetBlocks = 264;  // split K until blocks reach this (2 per SM)
   static constexpr int kMaxSplit = 8;
   // Auto choice: PREDICTION, to be set from the first H200 measurement (docs/grid.md, "Tensor-core
