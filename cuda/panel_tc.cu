@@ -146,13 +146,12 @@ spmm_tc_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const fl
     cj = ok ? static_cast<int>(__ldg(col + idx)) : INT_MAX;
     v = ok && val != nullptr ? __ldg(val + idx) : 1.f;
   };
-  // One round of a row (lanes hold entries c .. c + 31): those inside the chunk are a prefix (sorted
-  // columns), counted by one ballot. The first lane of each run of equal columns adds the run's
-  // values in CSR order (the rest of the run read again, L1 hits: repeated columns only) and writes
-  // the sum: into a zero tile in the row's first round of the chunk (a store, no read: the rows of a
-  // batch have no dependent shared-memory chain), added to the tile in later ones (the part of a run
-  // the previous round wrote). One writer per address and round; returns the count.
-  auto put = [&](float* arow, int cj, float v, Off c, int k0, bool first_round) -> int {
+  // A later round of a row (lanes hold entries c .. c + 31; the first round is in `scatter`): those
+  // inside the chunk are a prefix (sorted columns), counted by one ballot. The first lane of each
+  // run of equal columns adds the run's values in CSR order (the rest of the run read again, L1
+  // hits) and adds the sum to the tile (zero, or the part of a run the previous round wrote). One
+  // writer per address and round; returns the count.
+  auto put = [&](float* arow, int cj, float v, Off c, int k0) -> int {
     const bool in = cj < k0 + BK;
     const int cnt = __popc(__ballot_sync(kAll, in));
     const int prev = __shfl_up_sync(kAll, cj, 1);
@@ -163,16 +162,16 @@ spmm_tc_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const fl
         for (int q = lane + 1; q < cnt && static_cast<int>(__ldg(col + c + q)) == cj; ++q)
           s += val != nullptr ? __ldg(val + c + q) : 1.f;
       if (static_cast<unsigned>(cj - k0) < static_cast<unsigned>(BK)) {
-        float* dst = arow + (cj - k0);
-        *dst = first_round ? 0.f + s : *dst + s;  // 0 + s: the tile's zero, as an add would give
+        arow[cj - k0] += s;
       }
     }
     return cnt;
   };
   // Chunk ch of the warp's rows into A tile buf: zero them, then per batch of RB rows load each
-  // row's next 32 entries (one coalesced load per row and array, all RB rows in flight), then put
-  // them; a row with all 32 inside the chunk (repeats, or density > 1/2 at BK = 64) takes more
-  // rounds from global memory.
+  // row's next 32 entries (one coalesced load per row and array, all RB rows in flight) and put the
+  // first round of every row in straight-line code (lanes alone in their column: one store each);
+  // rows with a run of equal columns, or with all 32 entries inside the chunk (repeats, or density
+  // > 1/2 at BK = 64), then finish in a second pass: the runs' sums, more rounds from global memory.
   auto scatter = [&](int ch, int buf) {
     float* at = as + buf * (BM * LDA);
     constexpr int VPRA = BK / 4;  // 16-byte vectors per tile row
@@ -180,7 +179,7 @@ spmm_tc_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const fl
     for (int v = lane; v < RPW * VPRA; v += 32)
       *reinterpret_cast<float4*>(at + (r_first + v / VPRA) * LDA + (v % VPRA) * 4) = make_float4(0.f, 0.f, 0.f, 0.f);
     __syncwarp();
-    const int k0 = ch * BK;
+    const int k0 = ch * BK, kend = k0 + BK;
 #pragma unroll 1
     for (int i0 = 0; i0 < RPW; i0 += RB) {
       int cj[RB];
@@ -188,24 +187,56 @@ spmm_tc_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const fl
 #pragma unroll
       for (int q = 0; q < RB; ++q)
         load_entry(cur[r_first + i0 + q], rend[r_first + i0 + q], cj[q], vj[q]);
+      unsigned slow = 0;  // rows of the batch for the second pass (warp-uniform)
+      Off ncur = 0;       // lane q: row i0 + q's next cursor
 #pragma unroll
       for (int q = 0; q < RB; ++q) {
         const int r = r_first + i0 + q;
-        Off c = cur[r];
-        const Off e = rend[r];
-        float* arow = at + r * LDA;
-        int cnt = put(arow, cj[q], vj[q], c, k0, true);
-        while (cnt == 32 && c + 32 < e) {  // warp-uniform
-          c += 32;
-          __syncwarp();  // the previous round's writes are seen
-          int cj2;
-          float v2;
-          load_entry(c, e, cj2, v2);
-          cnt = put(arow, cj2, v2, c, k0, false);
-        }
-        __syncwarp();  // every lane has read cur[r]
-        if (lane == 0) cur[r] = c + cnt;
+        const Off c = cur[r], e = rend[r];
+        const bool in = cj[q] < kend;
+        const int cnt = __popc(__ballot_sync(kAll, in));  // a prefix: sorted columns
+        const int prev = __shfl_up_sync(kAll, cj[q], 1);
+        const int next = __shfl_down_sync(kAll, cj[q], 1);
+        const bool head = in && (lane == 0 || prev != cj[q]);
+        const bool run = head && lane + 1 < cnt && next == cj[q];
+        if (__any_sync(kAll, run) || (cnt == 32 && c + 32 < e)) slow |= 1u << q;
+        if (head && !run && static_cast<unsigned>(cj[q] - k0) < static_cast<unsigned>(BK))
+          at[r * LDA + (cj[q] - k0)] = 0.f + vj[q];  // 0 + v: the tile's zero, as an add would give
+        if (lane == q) ncur = c + cnt;
       }
+      if (slow != 0) {
+#pragma unroll
+        for (int q = 0; q < RB; ++q) {
+          if (!((slow >> q) & 1u)) continue;  // warp-uniform
+          const int r = r_first + i0 + q;
+          Off c = cur[r];
+          const Off e = rend[r];
+          float* arow = at + r * LDA;
+          // the first round's runs: the head adds the run's values in CSR order (read again, L1
+          // hits), into the zero tile
+          const bool in = cj[q] < kend;
+          int cnt = __popc(__ballot_sync(kAll, in));
+          const int prev = __shfl_up_sync(kAll, cj[q], 1);
+          const int next = __shfl_down_sync(kAll, cj[q], 1);
+          if (in && (lane == 0 || prev != cj[q]) && lane + 1 < cnt && next == cj[q]) {
+            float sum = vj[q];
+            for (int j = lane + 1; j < cnt && static_cast<int>(__ldg(col + c + j)) == cj[q]; ++j)
+              sum += val != nullptr ? __ldg(val + c + j) : 1.f;
+            if (static_cast<unsigned>(cj[q] - k0) < static_cast<unsigned>(BK)) arow[cj[q] - k0] = 0.f + sum;
+          }
+          while (cnt == 32 && c + 32 < e) {  // warp-uniform
+            c += 32;
+            __syncwarp();  // the previous round's writes are seen
+            int cj2;
+            float v2;
+            load_entry(c, e, cj2, v2);
+            cnt = put(arow, cj2, v2, c, k0);
+          }
+          if (lane == q) ncur = c + cnt;
+        }
+      }
+      __syncwarp();  // every lane has read the batch's cursors
+      if (lane < RB) cur[r_first + i0 + lane] = ncur;
     }
     __syncwarp();
   };
