@@ -70,8 +70,10 @@ spmm_tc_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const fl
   constexpr int LDA = SM::LDA, LDX = SM::LDX;
   constexpr int RPW = BM / NW;  // rows each warp densifies
   static_assert(BM % NW == 0 && RPW <= 32, "one lane per row of a warp in the setup");
-  // rows of a warp whose entries are loaded together (independent loads in flight)
-  constexpr int RB = RPW < TcTuning::kScatterRows ? RPW : TcTuning::kScatterRows;
+  // rows of a warp whose entries are loaded together (independent loads in flight): twice as many
+  // in 128-thread blocks (up to 255 registers a thread there)
+  constexpr int RB0 = NW * 32 <= 128 ? 2 * TcTuning::kScatterRows : TcTuning::kScatterRows;
+  constexpr int RB = RPW < RB0 ? RPW : RB0;
   static_assert(RPW % RB == 0, "whole batches of rows");
   constexpr int KSTEP = Prec<P>::kStep;
   static_assert(KSTEP == 8 && BK % KSTEP == 0, "tf32 steps");
