@@ -4,24 +4,30 @@
 // At 10-30 % density a CUDA-core kernel needs one shared load per fma (panel.cu): its ceiling is
 // ~25 % of the FMA peak. The tensor cores reuse operands in registers, but only on dense tiles; the
 // 2026-11-30 tiles (bench/grid/tiles) densified one 4-byte cp.async per *dense* entry and were bound
-// by that. Here the densify costs per *stored* entry: a block owns BM rows x BN columns of Y and
-// walks K in chunks of BK = 32 columns; per chunk each warp zeroes its rows of a BM x BK tile of A
-// in shared memory (16-byte stores) and scatters the rows' entries of the chunk into it. Columns
-// are sorted, so a row's entries of a chunk are contiguous from a per-row cursor: a window of the
-// next 32 entries (columns, values) of every row is prefetched with cp.async one chunk ahead, lane
-// j holds entry j, one ballot counts the window's entries inside the chunk (a prefix), and the
-// window is refilled from global memory inside the chunk only when all 32 fall in it (repeated
-// columns). Repeated columns: the first lane of a run of equal columns adds the run's values in CSR
-// order, then adds that sum to the tile (zero, or the previous window's part of the run): one
-// writer per address, a fixed order. X's BK x BN chunk arrives with 16-byte cp.async (two
-// buffers; rows past K and columns past C zero-filled).
+// by that. Here the densify costs per row and chunk: a block owns BM rows x BN columns of Y and walks
+// K in chunks of BK = 64 columns; per chunk each warp zeroes its rows of a BM x BK tile of A in
+// shared memory (16-byte stores) and scatters the rows' entries of the chunk into it. Columns are
+// sorted, so a row's entries of a chunk are contiguous from a per-row cursor (shared memory): for a
+// batch of 8 (16) rows the warp loads each row's next 32 entries (columns, values; lane j entry j,
+// one coalesced load per row and array, the batch's loads all in flight), one ballot per row counts
+// those inside the chunk (a prefix) and advances the cursor, and each lane alone in its column stores
+// its value into the tile: straight-line code over the batch, no shared-memory read, no per-row
+// chain. Rows with a run of equal columns, or with all 32 entries inside the chunk, take a second
+// pass: the first lane of a run adds the run's values in CSR order and writes the sum; further rounds
+// of 32 entries are loaded and added to the tile (zero, or the previous round's part of a run): one
+// writer per address, a fixed order. (Until 2026-12-02 a 32-entry window of every row was copied to
+// shared memory each 32-column chunk and the rows were scattered one after another: a dependent chain
+// of shared loads per row, density-independent, ~90 SM clocks per row and chunk: docs/grid.md.)
+// X's BK x BN chunk arrives with 16-byte cp.async (two buffers; rows past K and columns past C
+// zero-filled), issued one chunk ahead.
 //
 // Products: warps own 32 x 32 tiles of Y (2 x 4 m16n8k8 tiles). Precision fp32: each operand split
 // into big + small tf32 parts (mma.cuh, Prec<fp32>), small*big + big*small + big*big; the tensor
 // cores accumulate with truncation, so each k step's product (8 values of k) starts from zero and
 // is then added to the running sum with one fp32 add (round to nearest): the sum over K is an fp32
 // sum in k-step order. (Folding once per 32-column chunk, as the 2026-11-30 tiles did, needs 32
-// more registers a thread and spilled at two blocks of 256 threads per SM.) Precision tf32: one product per step, accumulated across chunks on the tensor cores.
+// more registers a thread and spilled at two blocks of 256 threads per SM.) Precision tf32: one
+// product per step, accumulated across chunks on the tensor cores.
 // bf16 requests run the fp32 kernel (more accurate than asked).
 //
 // Small M: K split into S slices (a lane binary search finds each row's first entry of the slice);
@@ -30,7 +36,8 @@
 //
 // Note: the dense tile multiplies A's zeros with every row of X in the chunk, so an Inf / NaN in a
 // row of X that a row of A does not reference still makes that row NaN (0 * Inf), unlike the row
-// kernels. The auto policy takes this path only for dense-ish matrices (policy.cuh).
+// kernels. The auto policy does not take this path at present (policy.cuh: prefer_panel_tc);
+// GNNSPARSE_CUDA_SPMM=tc forces it.
 #include <algorithm>
 #include <climits>
 #include <cstdint>

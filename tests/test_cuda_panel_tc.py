@@ -78,8 +78,8 @@ def test_tc_shapes_and_splits(monkeypatch, bn, split, itype):
 @pytest.mark.cuda
 @pytest.mark.parametrize("split", ["1", "4"])
 def test_tc_repeated_columns_sum_in_order(monkeypatch, split):
-    """Runs of one column longer than the 32-entry window (the window is refilled inside the
-    chunk and the run's parts are added in order); runs across window borders; unweighted."""
+    """Runs of one column longer than a round of 32 entries (more rounds inside the chunk, the
+    run's parts added in order); runs across round and batch borders; unweighted."""
     _needs_cuda()
     M, K, N = 40, 200, 32
     rng = np.random.default_rng(61)
@@ -102,6 +102,31 @@ def test_tc_repeated_columns_sum_in_order(monkeypatch, split):
     X = feats(K, N, 62)
     for v in (val, None):
         A = dev_csr(rowptr, col, v, M, K)
+        assert takes_tc(A, X)
+        for reduce in ("sum", "mean"):
+            check(A, X, reduce, run(A, X, reduce))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("density", [0.55, 0.95])
+@pytest.mark.parametrize("split", ["1", "3"])
+def test_tc_rows_denser_than_a_round(monkeypatch, density, split):
+    """More than 32 entries of a row in one 64-column chunk without repeats (the second pass: more
+    rounds), mixed with sparse and empty rows in one batch; N = 32 (16-row batches) and 128 (8)."""
+    _needs_cuda()
+    monkeypatch.setenv("GNNSPARSE_CUDA_SPMM", "tc")
+    monkeypatch.setenv("GNNSPARSE_CUDA_TC_SPLIT", split)
+    M, K = 150, 333
+    rowptr, col, val = dense_ish(M, K, density, 140, empty_frac=0.15, dup=False)
+    r2, c2, v2 = dense_ish(M, K, 0.05, 141, dup=True)
+    # every third row from the sparse matrix: dense, sparse and empty rows side by side
+    rows = [(col[rowptr[i]:rowptr[i + 1]], val[rowptr[i]:rowptr[i + 1]]) if i % 3 else
+            (c2[r2[i]:r2[i + 1]], v2[r2[i]:r2[i + 1]]) for i in range(M)]
+    rp = np.zeros(M + 1, np.int64)
+    np.cumsum([c.size for c, _ in rows], out=rp[1:])
+    A = dev_csr(rp, np.concatenate([c for c, _ in rows]), np.concatenate([v for _, v in rows]), M, K)
+    for N in (32, 128):
+        X = feats(K, N, 142 + N)
         assert takes_tc(A, X)
         for reduce in ("sum", "mean"):
             check(A, X, reduce, run(A, X, reduce))
