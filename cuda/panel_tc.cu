@@ -19,7 +19,9 @@
 // shared memory each 32-column chunk and the rows were scattered one after another: a dependent chain
 // of shared loads per row, density-independent, ~90 SM clocks per row and chunk: docs/grid.md.)
 // X's BK x BN chunk arrives with 16-byte cp.async (two buffers; rows past K and columns past C
-// zero-filled), issued one chunk ahead.
+// zero-filled), issued one chunk ahead. In 128-thread blocks (N <= 32: 32 rows a warp, 2 warps a
+// sub-partition) the next chunk's scatter is interleaved with this chunk's products: a batch's
+// loads, half the k steps, the batch's stores.
 //
 // Products: warps own 32 x 32 tiles of Y (2 x 4 m16n8k8 tiles). Precision fp32: each operand split
 // into big + small tf32 parts (mma.cuh, Prec<fp32>), small*big + big*small + big*big; the tensor
@@ -155,7 +157,7 @@ spmm_tc_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const fl
     cj = ok ? static_cast<int>(__ldg(col + idx)) : INT_MAX;
     v = ok && val != nullptr ? __ldg(val + idx) : 1.f;
   };
-  // A later round of a row (lanes hold entries c .. c + 31; the first round is in `scatter`): those
+  // A later round of a row (lanes hold entries c .. c + 31; the first is in `put_batch`): those
   // inside the chunk are a prefix (sorted columns), counted by one ballot. The first lane of each
   // run of equal columns adds the run's values in CSR order (the rest of the run read again, L1
   // hits) and adds the sum to the tile (zero, or the part of a run the previous round wrote). One
@@ -181,21 +183,22 @@ spmm_tc_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const fl
   // first round of every row in straight-line code (lanes alone in their column: one store each);
   // rows with a run of equal columns, or with all 32 entries inside the chunk (repeats, or density
   // > 1/2 at BK = 64), then finish in a second pass: the runs' sums, more rounds from global memory.
-  auto scatter = [&](int ch, int buf) {
+  auto zero_tile = [&](int buf) {
     float* at = as + buf * (BM * LDA);
     constexpr int VPRA = BK / 4;  // 16-byte vectors per tile row
 #pragma unroll
     for (int v = lane; v < RPW * VPRA; v += 32)
       *reinterpret_cast<float4*>(at + (r_first + v / VPRA) * LDA + (v % VPRA) * 4) = make_float4(0.f, 0.f, 0.f, 0.f);
     __syncwarp();
-    const int k0 = ch * BK, kend = k0 + BK;
-#pragma unroll 1
-    for (int i0 = 0; i0 < RPW; i0 += RB) {
-      int cj[RB];
-      float vj[RB];
+  };
+  auto load_batch = [&](int i0, int (&cj)[RB], float (&vj)[RB]) {
 #pragma unroll
-      for (int q = 0; q < RB; ++q)
-        load_entry(cur[r_first + i0 + q], rend[r_first + i0 + q], cj[q], vj[q]);
+    for (int q = 0; q < RB; ++q) load_entry(cur[r_first + i0 + q], rend[r_first + i0 + q], cj[q], vj[q]);
+  };
+  auto put_batch = [&](int ch, int buf, int i0, const int (&cj)[RB], const float (&vj)[RB]) {
+    float* at = as + buf * (BM * LDA);
+    const int k0 = ch * BK, kend = k0 + BK;
+    {
       unsigned slow = 0;  // rows of the batch for the second pass (warp-uniform)
       Off ncur = 0;       // lane q: row i0 + q's next cursor
 #pragma unroll
@@ -247,6 +250,16 @@ spmm_tc_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const fl
       __syncwarp();  // every lane has read the batch's cursors
       if (lane < RB) cur[r_first + i0 + lane] = ncur;
     }
+  };
+  auto scatter = [&](int ch, int buf) {
+    zero_tile(buf);
+#pragma unroll 1
+    for (int i0 = 0; i0 < RPW; i0 += RB) {
+      int cj[RB];
+      float vj[RB];
+      load_batch(i0, cj, vj);
+      put_batch(ch, buf, i0, cj, vj);
+    }
     __syncwarp();
   };
 
@@ -258,11 +271,12 @@ spmm_tc_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const fl
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
 
-  auto compute = [&](int buf) {
+  constexpr int KS = BK / KSTEP;  // k steps per chunk
+  auto compute = [&](int buf, int ks0, int ks1) {
     const float* at = as + buf * (BM * LDA);
     const float* xt = xs + buf * (BK * LDX);
 #pragma unroll 1
-    for (int ks = 0; ks < BK / KSTEP; ++ks) {
+    for (int ks = ks0; ks < ks1; ++ks) {
       FragA a[2];
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt) tiles::load_a<P>(a[mt], at, LDA, wm * 32 + mt * 16, ks * KSTEP, g, t);
@@ -289,7 +303,12 @@ spmm_tc_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const fl
 
   // ---- pipeline: chunk ch + 1's X and A tile are built while chunk ch is multiplied -----------
   // Iteration ch: wait for X chunk ch (issued a whole iteration ago), barrier; issue X ch + 1;
-  // scatter ch + 1 (its loads in flight while the other warps multiply); multiply chunk ch.
+  // scatter ch + 1; multiply chunk ch. In 128-thread blocks (N <= 32: 2 warps a sub-partition, 32
+  // rows a warp) the two are interleaved: a batch's loads are issued, then a share of chunk ch's k
+  // steps runs, then the batch is put, so the warp's own products hide the loads' latency.
+  constexpr bool kInterleave = NT <= 128;
+  constexpr int NB = RPW / RB;  // batches per chunk
+  static_assert(!kInterleave || KS % NB == 0, "whole k steps per batch");
   if (c_begin < c_end) {
     issue_x(c_begin, 0);
     tiles::cp_async_commit();
@@ -302,9 +321,23 @@ spmm_tc_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const fl
     if (ch + 1 < c_end) {
       issue_x(ch + 1, buf ^ 1);
       tiles::cp_async_commit();
-      scatter(ch + 1, buf ^ 1);
+      if constexpr (kInterleave) {
+        zero_tile(buf ^ 1);
+#pragma unroll 1
+        for (int bi = 0; bi < NB; ++bi) {
+          int cj[RB];
+          float vj[RB];
+          load_batch(bi * RB, cj, vj);
+          compute(buf, bi * KS / NB, (bi + 1) * KS / NB);
+          put_batch(ch + 1, buf ^ 1, bi * RB, cj, vj);
+        }
+        __syncwarp();
+        continue;  // chunk ch's products are done
+      } else {
+        scatter(ch + 1, buf ^ 1);
+      }
     }
-    compute(buf);
+    compute(buf, 0, KS);
   }
   tiles::cp_async_wait<0>();  // (nothing useful is left in flight; no copy outlives the block)
 

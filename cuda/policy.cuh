@@ -265,7 +265,7 @@ inline PanelPlan plan_panel(int64_t M, int64_t K, int64_t C, bool vec, int force
 // pass), stages X's BK x BN chunk with 16-byte cp.async, and multiplies on the tensor cores
 // (mma.sync m16n8k8: 3xTF32 for precision fp32, each k step's products from zero and added to the
 // fp32 sum; plain TF32 for precision tf32). Warps own 32 x 32 tiles (2 x 4 mma tiles, 32
-// accumulators): 121-128 registers a thread at 256 threads, 146-168 at 128 (sm_90, no spills), two
+// accumulators): 121-128 registers a thread at 256 threads, 145-168 at 128 (sm_90, no spills), two
 // blocks per SM. Shapes (BM x BN, threads):
 //   N <= 32: 128 x 32 (4 warps: one 32-column warp per row strip; a wider block would compute
 //            zeros), N <= 64: 128 x 64 (8 warps), else 64 x 128 (8 warps; 128 x 128 would need
