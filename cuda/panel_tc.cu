@@ -4,24 +4,32 @@
 // At 10-30 % density a CUDA-core kernel needs one shared load per fma (panel.cu): its ceiling is
 // ~25 % of the FMA peak. The tensor cores reuse operands in registers, but only on dense tiles; the
 // 2026-11-30 tiles (bench/grid/tiles) densified one 4-byte cp.async per *dense* entry and were bound
-// by that. Here the densify costs per *stored* entry: a block owns BM rows x BN columns of Y and
-// walks K in chunks of BK = 32 columns; per chunk each warp zeroes its rows of a BM x BK tile of A
-// in shared memory (16-byte stores) and scatters the rows' entries of the chunk into it. Columns
-// are sorted, so a row's entries of a chunk are contiguous from a per-row cursor: a window of the
-// next 32 entries (columns, values) of every row is prefetched with cp.async one chunk ahead, lane
-// j holds entry j, one ballot counts the window's entries inside the chunk (a prefix), and the
-// window is refilled from global memory inside the chunk only when all 32 fall in it (repeated
-// columns). Repeated columns: the first lane of a run of equal columns adds the run's values in CSR
-// order, then adds that sum to the tile (zero, or the previous window's part of the run): one
-// writer per address, a fixed order. X's BK x BN chunk arrives with 16-byte cp.async (two
-// buffers; rows past K and columns past C zero-filled).
+// by that. Here the densify costs per row and chunk: a block owns BM rows x BN columns of Y and walks
+// K in chunks of BK = 64 columns; per chunk each warp zeroes its rows of a BM x BK tile of A in
+// shared memory (16-byte stores) and scatters the rows' entries of the chunk into it. Columns are
+// sorted, so a row's entries of a chunk are contiguous from a per-row cursor (shared memory): for a
+// batch of 8 (16) rows the warp loads each row's next 32 entries (columns, values; lane j entry j,
+// one coalesced load per row and array, the batch's loads all in flight), one ballot per row counts
+// those inside the chunk (a prefix) and advances the cursor, and each lane alone in its column stores
+// its value into the tile: straight-line code over the batch, no shared-memory read, no per-row
+// chain. Rows with a run of equal columns, or with all 32 entries inside the chunk, take a second
+// pass: the first lane of a run adds the run's values in CSR order and writes the sum; further rounds
+// of 32 entries are loaded and added to the tile (zero, or the previous round's part of a run): one
+// writer per address, a fixed order. (Until 2026-12-02 a 32-entry window of every row was copied to
+// shared memory each 32-column chunk and the rows were scattered one after another: a dependent chain
+// of shared loads per row, density-independent, ~90 SM clocks per row and chunk: docs/grid.md.)
+// X's BK x BN chunk arrives with 16-byte cp.async (two buffers; rows past K and columns past C
+// zero-filled), issued one chunk ahead. In 128-thread blocks (N <= 32: 32 rows a warp, 2 warps a
+// sub-partition) the next chunk's scatter is interleaved with this chunk's products: a batch's
+// loads, half the k steps, the batch's stores.
 //
 // Products: warps own 32 x 32 tiles of Y (2 x 4 m16n8k8 tiles). Precision fp32: each operand split
 // into big + small tf32 parts (mma.cuh, Prec<fp32>), small*big + big*small + big*big; the tensor
 // cores accumulate with truncation, so each k step's product (8 values of k) starts from zero and
 // is then added to the running sum with one fp32 add (round to nearest): the sum over K is an fp32
 // sum in k-step order. (Folding once per 32-column chunk, as the 2026-11-30 tiles did, needs 32
-// more registers a thread and spilled at two blocks of 256 threads per SM.) Precision tf32: one product per step, accumulated across chunks on the tensor cores.
+// more registers a thread and spilled at two blocks of 256 threads per SM.) Precision tf32: one
+// product per step, accumulated across chunks on the tensor cores.
 // bf16 requests run the fp32 kernel (more accurate than asked).
 //
 // Small M: K split into S slices (a lane binary search finds each row's first entry of the slice);
@@ -30,7 +38,8 @@
 //
 // Note: the dense tile multiplies A's zeros with every row of X in the chunk, so an Inf / NaN in a
 // row of X that a row of A does not reference still makes that row NaN (0 * Inf), unlike the row
-// kernels. The auto policy takes this path only for dense-ish matrices (policy.cuh).
+// kernels. The auto policy does not take this path at present (policy.cuh: prefer_panel_tc);
+// GNNSPARSE_CUDA_SPMM=tc forces it.
 #include <algorithm>
 #include <climits>
 #include <cstdint>
@@ -47,25 +56,15 @@ namespace {
 
 using tiles::Prec;
 
-// 4 / 8-byte asynchronous copy global -> shared (the index width), always reading src.
-template <int B>
-__device__ __forceinline__ void cp_async_small(void* dst, const void* src) {
-  const uint32_t s = tiles::smem_addr(dst);
-  if constexpr (B == 8) asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(s), "l"(src) : "memory");
-  else asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(src) : "memory");
-}
-
-template <int BN, int WM, class I, class Off>
+template <int BN, int WM>
 struct TcSmem {
   static constexpr int WN = BN / 32, NW = WM * WN, BM = WM * 32, BK = TcTuning::kBK;
-  static constexpr int LDA = TcTuning::kLdA, LDX = BN + 4, W = TcTuning::kWindow;
-  static_assert(LDA % 32 == 8 && LDX % 32 == 4, "conflict-free fragment loads (mma.cuh)");
+  static constexpr int LDA = TcTuning::kLdA, LDX = BN + 4;
+  static_assert(LDA % 32 == 8 && LDX % 32 == 4 && LDA >= BK, "conflict-free fragment loads (mma.cuh)");
   static constexpr size_t kX = sizeof(float) * 2 * BK * LDX;   // X chunks, two buffers
   static constexpr size_t kA = sizeof(float) * 2 * BM * LDA;   // A tiles, two buffers
-  static constexpr size_t kWv = sizeof(float) * BM * W;        // window values
-  static constexpr size_t kWc = sizeof(I) * BM * W;            // window columns
-  static constexpr size_t kCur = sizeof(Off) * 2 * BM;         // row cursor and end
-  static constexpr size_t bytes() { return kX + kA + kWv + kWc + kCur; }
+  static constexpr size_t kCur = sizeof(int64_t) * 2 * BM;     // row cursors and ends (Off <= 8 B)
+  static constexpr size_t bytes() { return kX + kA + kCur; }
 };
 
 // Block b: column block b % col_blocks, then K slice, then panel (as panel.cu). With split == 1
@@ -75,24 +74,28 @@ __global__ void __launch_bounds__(WM * BN, 2)
 spmm_tc_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const float* __restrict__ val,
                const float* __restrict__ X, float* __restrict__ out, int64_t M, int K, int64_t C,
                int64_t col_blocks, int split, int mean) {
-  using SM = TcSmem<BN, WM, I, Off>;
+  using SM = TcSmem<BN, WM>;
   constexpr int WN = SM::WN, NW = SM::NW, NT = NW * 32, BM = SM::BM, BK = SM::BK;
-  constexpr int LDA = SM::LDA, LDX = SM::LDX, W = SM::W;
+  constexpr int LDA = SM::LDA, LDX = SM::LDX;
   constexpr int RPW = BM / NW;  // rows each warp densifies
   static_assert(BM % NW == 0 && RPW <= 32, "one lane per row of a warp in the setup");
+  // rows of a warp whose entries are loaded together (independent loads in flight): twice as many
+  // in 128-thread blocks (up to 255 registers a thread there)
+  constexpr int RB0 = NW * 32 <= 128 ? 2 * TcTuning::kScatterRows : TcTuning::kScatterRows;
+  constexpr int RB = RPW < RB0 ? RPW : RB0;
+  static_assert(RPW % RB == 0, "whole batches of rows");
   constexpr int KSTEP = Prec<P>::kStep;
   static_assert(KSTEP == 8 && BK % KSTEP == 0, "tf32 steps");
   constexpr bool kFold = P == Precision::fp32;  // k-step sums from zero, added in fp32
+  constexpr unsigned kAll = 0xffffffffu;
   using FragA = typename Prec<P>::FragA;
   using FragB = typename Prec<P>::FragB;
 
   extern __shared__ float4 tc_smem[];
-  float* xs = reinterpret_cast<float*>(tc_smem);                         // [2][BK][LDX]
-  float* as = xs + 2 * BK * LDX;                                          // [2][BM][LDA]
-  float* wval = as + 2 * BM * LDA;                                        // [BM][W]
-  I* wcol = reinterpret_cast<I*>(wval + BM * W);                          // [BM][W]
-  Off* cur = reinterpret_cast<Off*>(reinterpret_cast<char*>(wcol) + SM::kWc);  // [BM]
-  Off* rend = cur + BM;                                                   // [BM]
+  float* xs = reinterpret_cast<float*>(tc_smem);  // [2][BK][LDX]
+  float* as = xs + 2 * BK * LDX;                   // [2][BM][LDA]
+  Off* cur = reinterpret_cast<Off*>(as + 2 * BM * LDA);  // [BM]
+  Off* rend = cur + BM;                                   // [BM]
 
   int64_t b = blockIdx.x;
   const int64_t cb = b % col_blocks;
@@ -106,10 +109,10 @@ spmm_tc_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const fl
   const int wm = warp / WN, wn = warp % WN;
   const int r_first = warp * RPW;  // the warp's rows for the scatter: r_first .. r_first + RPW - 1
 
-  // ---- rows: lane i of a warp sets up row r_first + i (its slice's first entry: binary search) --
+  // ---- rows: lane i of a warp sets up row r_first + i's cursor (its next entry; the slice's first
+  // by a binary search) and end, in shared memory (registers would spill at 256 threads) -----------
   if (lane < RPW) {
-    const int r = r_first + lane;
-    const int64_t row = row0 + r;
+    const int64_t row = row0 + r_first + lane;
     Off rs = 0, re = 0;
     if (row < M) {
       rs = static_cast<Off>(__ldg(rowptr + row));
@@ -125,75 +128,137 @@ spmm_tc_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const fl
       }
       rs = lo;
     }
-    cur[r] = rs;
-    rend[r] = re;
+    cur[r_first + lane] = rs;
+    rend[r_first + lane] = re;
   }
   __syncwarp();
 
-  // The next W entries of each of the warp's rows (from its cursor) into the window, async.
-  auto issue_window = [&]() {
-    for (int i = 0; i < RPW; ++i) {
-      const int r = r_first + i;
-      const Off idx = cur[r] + lane;
-      if (idx < rend[r]) {
-        cp_async_small<sizeof(I)>(wcol + r * W + lane, col + idx);
-        if (val != nullptr) cp_async_small<4>(wval + r * W + lane, val + idx);
-      }
-    }
-  };
   // Chunk ch of X (rows ch BK .., the block's columns) into buffer buf; zero-filled past K and C.
   constexpr int VPR = BN / 4;
-  static_assert((BK * VPR) % NT == 0, "the chunk copy splits evenly over the block");
+  static_assert(NT % VPR == 0 && BK % (NT / VPR) == 0, "the chunk copy splits evenly over the block");
+  // Thread tid copies column vector tid % VPR of rows tid / VPR + i NT / VPR (one running pointer).
+  constexpr int XROWS = NT / VPR;  // chunk rows per pass of the block
   auto issue_x = [&](int ch, int buf) {
-    float* dst = xs + buf * (BK * LDX);
-#pragma unroll
-    for (int i = 0; i < BK * VPR / NT; ++i) {
-      const int v = tid + i * NT, kr = v / VPR, c4 = (v % VPR) * 4;
-      const int64_t k = int64_t(ch) * BK + kr, cc = n0 + c4;
+    const int c4 = (tid % VPR) * 4, kr0 = tid / VPR;
+    const int64_t cc = n0 + c4;
+    float* dst = xs + buf * (BK * LDX) + kr0 * LDX + c4;
+    int k = ch * BK + kr0;
+    const float* src = X + int64_t(k) * C + cc;
+#pragma unroll 2
+    for (int i = 0; i < BK / XROWS; ++i, k += XROWS, src += XROWS * C, dst += XROWS * LDX) {
       const bool ok = k < K && cc < C;
-      tiles::cp_async16(dst + kr * LDX + c4, ok ? X + k * C + cc : X, ok);
+      tiles::cp_async16(dst, ok ? src : X, ok);
     }
   };
-  // Chunk ch of the warp's rows into A tile buf: zero them, then scatter the window's entries of
-  // the chunk (refilled synchronously while a whole window falls inside the chunk).
-  auto scatter = [&](int ch, int buf) {
+  // Entry c + lane of a row (column INT_MAX past its end; value 1 without values).
+  auto load_entry = [&](Off c, Off e, int& cj, float& v) {
+    const Off idx = c + lane;
+    const bool ok = idx < e;
+    cj = ok ? static_cast<int>(__ldg(col + idx)) : INT_MAX;
+    v = ok && val != nullptr ? __ldg(val + idx) : 1.f;
+  };
+  // A later round of a row (lanes hold entries c .. c + 31; the first is in `put_batch`): those
+  // inside the chunk are a prefix (sorted columns), counted by one ballot. The first lane of each
+  // run of equal columns adds the run's values in CSR order (the rest of the run read again, L1
+  // hits) and adds the sum to the tile (zero, or the part of a run the previous round wrote). One
+  // writer per address and round; returns the count.
+  auto put = [&](float* arow, int cj, float v, Off c, int k0) -> int {
+    const bool in = cj < k0 + BK;
+    const int cnt = __popc(__ballot_sync(kAll, in));
+    const int prev = __shfl_up_sync(kAll, cj, 1);
+    const int next = __shfl_down_sync(kAll, cj, 1);
+    if (in && (lane == 0 || prev != cj)) {
+      float s = v;
+      if (lane + 1 < cnt && next == cj)
+        for (int q = lane + 1; q < cnt && static_cast<int>(__ldg(col + c + q)) == cj; ++q)
+          s += val != nullptr ? __ldg(val + c + q) : 1.f;
+      if (static_cast<unsigned>(cj - k0) < static_cast<unsigned>(BK)) {
+        arow[cj - k0] += s;
+      }
+    }
+    return cnt;
+  };
+  // Chunk ch of the warp's rows into A tile buf: zero them, then per batch of RB rows load each
+  // row's next 32 entries (one coalesced load per row and array, all RB rows in flight) and put the
+  // first round of every row in straight-line code (lanes alone in their column: one store each);
+  // rows with a run of equal columns, or with all 32 entries inside the chunk (repeats, or density
+  // > 1/2 at BK = 64), then finish in a second pass: the runs' sums, more rounds from global memory.
+  auto zero_tile = [&](int buf) {
     float* at = as + buf * (BM * LDA);
     constexpr int VPRA = BK / 4;  // 16-byte vectors per tile row
 #pragma unroll
     for (int v = lane; v < RPW * VPRA; v += 32)
       *reinterpret_cast<float4*>(at + (r_first + v / VPRA) * LDA + (v % VPRA) * 4) = make_float4(0.f, 0.f, 0.f, 0.f);
     __syncwarp();
+  };
+  auto load_batch = [&](int i0, int (&cj)[RB], float (&vj)[RB]) {
+#pragma unroll
+    for (int q = 0; q < RB; ++q) load_entry(cur[r_first + i0 + q], rend[r_first + i0 + q], cj[q], vj[q]);
+  };
+  auto put_batch = [&](int ch, int buf, int i0, const int (&cj)[RB], const float (&vj)[RB]) {
+    float* at = as + buf * (BM * LDA);
     const int k0 = ch * BK, kend = k0 + BK;
-    for (int i = 0; i < RPW; ++i) {
-      const int r = r_first + i;
-      I* wc = wcol + r * W;
-      float* wv = wval + r * W;
-      float* arow = at + r * LDA;
-      Off c = cur[r];
-      const Off e = rend[r];
-      for (;;) {
-        const int avail = e - c < Off(W) ? static_cast<int>(e - c) : W;
-        const int cj = lane < avail ? static_cast<int>(wc[lane]) : INT_MAX;
-        const bool in = cj < kend;
-        const int cnt = __popc(__ballot_sync(0xffffffffu, in));  // a prefix: sorted columns
-        if (in && (lane == 0 || static_cast<int>(wc[lane - 1]) != cj)) {
-          // first lane of a run of equal columns: the run's sum, in CSR order
-          float s = val != nullptr ? wv[lane] : 1.f;
-          for (int q = lane + 1; q < cnt && static_cast<int>(wc[q]) == cj; ++q) s += val != nullptr ? wv[q] : 1.f;
-          if (static_cast<unsigned>(cj - k0) < static_cast<unsigned>(BK)) arow[cj - k0] += s;
-        }
-        c += cnt;
-        if (cnt < W || c >= e) break;
-        // all W entries fell inside the chunk: refill the window from global memory
-        __syncwarp();
-        if (c + lane < e) {
-          wc[lane] = __ldg(col + c + lane);
-          if (val != nullptr) wv[lane] = __ldg(val + c + lane);
-        }
-        __syncwarp();
+    {
+      unsigned slow = 0;  // rows of the batch for the second pass (warp-uniform)
+      Off ncur = 0;       // lane q: row i0 + q's next cursor
+#pragma unroll
+      for (int q = 0; q < RB; ++q) {
+        const int r = r_first + i0 + q;
+        const Off c = cur[r], e = rend[r];
+        const bool in = cj[q] < kend;
+        const int cnt = __popc(__ballot_sync(kAll, in));  // a prefix: sorted columns
+        const int prev = __shfl_up_sync(kAll, cj[q], 1);
+        const int next = __shfl_down_sync(kAll, cj[q], 1);
+        const bool head = in && (lane == 0 || prev != cj[q]);
+        const bool run = head && lane + 1 < cnt && next == cj[q];
+        if (__any_sync(kAll, run) || (cnt == 32 && c + 32 < e)) slow |= 1u << q;
+        if (head && !run && static_cast<unsigned>(cj[q] - k0) < static_cast<unsigned>(BK))
+          at[r * LDA + (cj[q] - k0)] = 0.f + vj[q];  // 0 + v: the tile's zero, as an add would give
+        if (lane == q) ncur = c + cnt;
       }
-      __syncwarp();  // the window is read before the next one is copied over it
-      if (lane == 0) cur[r] = c;
+      if (slow != 0) {
+#pragma unroll
+        for (int q = 0; q < RB; ++q) {
+          if (!((slow >> q) & 1u)) continue;  // warp-uniform
+          const int r = r_first + i0 + q;
+          Off c = cur[r];
+          const Off e = rend[r];
+          float* arow = at + r * LDA;
+          // the first round's runs: the head adds the run's values in CSR order (read again, L1
+          // hits), into the zero tile
+          const bool in = cj[q] < kend;
+          int cnt = __popc(__ballot_sync(kAll, in));
+          const int prev = __shfl_up_sync(kAll, cj[q], 1);
+          const int next = __shfl_down_sync(kAll, cj[q], 1);
+          if (in && (lane == 0 || prev != cj[q]) && lane + 1 < cnt && next == cj[q]) {
+            float sum = vj[q];
+            for (int j = lane + 1; j < cnt && static_cast<int>(__ldg(col + c + j)) == cj[q]; ++j)
+              sum += val != nullptr ? __ldg(val + c + j) : 1.f;
+            if (static_cast<unsigned>(cj[q] - k0) < static_cast<unsigned>(BK)) arow[cj[q] - k0] = 0.f + sum;
+          }
+          while (cnt == 32 && c + 32 < e) {  // warp-uniform
+            c += 32;
+            __syncwarp();  // the previous round's writes are seen
+            int cj2;
+            float v2;
+            load_entry(c, e, cj2, v2);
+            cnt = put(arow, cj2, v2, c, k0);
+          }
+          if (lane == q) ncur = c + cnt;
+        }
+      }
+      __syncwarp();  // every lane has read the batch's cursors
+      if (lane < RB) cur[r_first + i0 + lane] = ncur;
+    }
+  };
+  auto scatter = [&](int ch, int buf) {
+    zero_tile(buf);
+#pragma unroll 1
+    for (int i0 = 0; i0 < RPW; i0 += RB) {
+      int cj[RB];
+      float vj[RB];
+      load_batch(i0, cj, vj);
+      put_batch(ch, buf, i0, cj, vj);
     }
     __syncwarp();
   };
@@ -206,11 +271,12 @@ spmm_tc_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const fl
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
 
-  auto compute = [&](int buf) {
+  constexpr int KS = BK / KSTEP;  // k steps per chunk
+  auto compute = [&](int buf, int ks0, int ks1) {
     const float* at = as + buf * (BM * LDA);
     const float* xt = xs + buf * (BK * LDX);
 #pragma unroll 1
-    for (int ks = 0; ks < BK / KSTEP; ++ks) {
+    for (int ks = ks0; ks < ks1; ++ks) {
       FragA a[2];
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt) tiles::load_a<P>(a[mt], at, LDA, wm * 32 + mt * 16, ks * KSTEP, g, t);
@@ -236,18 +302,17 @@ spmm_tc_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const fl
   };
 
   // ---- pipeline: chunk ch + 1's X and A tile are built while chunk ch is multiplied -----------
-  // Iteration ch: wait for everything in flight (X chunk ch + 1 was issued a whole iteration ago,
-  // the window for ch + 1 before the last products), barrier; issue X ch + 1; scatter ch + 1 from
-  // its window; issue the window for ch + 2; multiply chunk ch.
+  // Iteration ch: wait for X chunk ch (issued a whole iteration ago), barrier; issue X ch + 1;
+  // scatter ch + 1; multiply chunk ch. In 128-thread blocks (N <= 32: 2 warps a sub-partition, 32
+  // rows a warp) the two are interleaved: a batch's loads are issued, then a share of chunk ch's k
+  // steps runs, then the batch is put, so the warp's own products hide the loads' latency.
+  constexpr bool kInterleave = NT <= 128;
+  constexpr int NB = RPW / RB;  // batches per chunk
+  static_assert(!kInterleave || KS % NB == 0, "whole k steps per batch");
   if (c_begin < c_end) {
-    issue_window();
     issue_x(c_begin, 0);
     tiles::cp_async_commit();
-    tiles::cp_async_wait<0>();
-    __syncwarp();
     scatter(c_begin, 0);
-    issue_window();
-    tiles::cp_async_commit();
   }
   for (int ch = c_begin; ch < c_end; ++ch) {
     const int buf = (ch - c_begin) & 1;
@@ -256,11 +321,23 @@ spmm_tc_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const fl
     if (ch + 1 < c_end) {
       issue_x(ch + 1, buf ^ 1);
       tiles::cp_async_commit();
-      scatter(ch + 1, buf ^ 1);
-      issue_window();
-      tiles::cp_async_commit();
+      if constexpr (kInterleave) {
+        zero_tile(buf ^ 1);
+#pragma unroll 1
+        for (int bi = 0; bi < NB; ++bi) {
+          int cj[RB];
+          float vj[RB];
+          load_batch(bi * RB, cj, vj);
+          compute(buf, bi * KS / NB, (bi + 1) * KS / NB);
+          put_batch(ch + 1, buf ^ 1, bi * RB, cj, vj);
+        }
+        __syncwarp();
+        continue;  // chunk ch's products are done
+      } else {
+        scatter(ch + 1, buf ^ 1);
+      }
     }
-    compute(buf);
+    compute(buf, 0, KS);
   }
   tiles::cp_async_wait<0>();  // (nothing useful is left in flight; no copy outlives the block)
 
@@ -296,7 +373,7 @@ template <Precision P, TcShape S, class I, class Off>
 void launch_tc(const TcPlan& p, const SpmmArgs& a, bool mean, cudaStream_t stream) {
   constexpr TcGeom Gm = tc_geom(S);
   constexpr int BN = Gm.bn, WM = Gm.wm;
-  constexpr size_t smem = TcSmem<BN, WM, I, Off>::bytes();
+  constexpr size_t smem = TcSmem<BN, WM>::bytes();
   constexpr auto kernel = spmm_tc_kernel<P, BN, WM, I, Off>;
   raise_smem_limit<kernel>(smem);
   const auto* rp = static_cast<const I*>(a.A.rowptr);
@@ -326,7 +403,7 @@ void launch_tc(const TcPlan& p, const SpmmArgs& a, bool mean, cudaStream_t strea
 
 bool panel_tc_eligible(const SpmmArgs& a) {
   return a.dtype == DType::f32 && a.A.sorted_cols == 1 && a.A.nnz > 0 && a.A.K > 0 &&
-         a.A.K <= int64_t(INT_MAX) - TcTuning::kBK && a.C % 4 == 0 &&
+         a.A.K <= int64_t(INT_MAX) - 2 * TcTuning::kBK && a.C % 4 == 0 &&
          reinterpret_cast<uintptr_t>(a.X) % 16 == 0 && reinterpret_cast<uintptr_t>(a.Y) % 16 == 0;
 }
 
@@ -346,9 +423,9 @@ void spmm_panel_tc(const SpmmArgs& a, bool mean, cudaStream_t stream) {
       default: launch_tc<P, TcShape::w128, I, Off>(p, a, mean, stream); break;
     }
   };
-  // entry offsets in 32 bits whenever nnz allows (a cursor plus a window stays below 2^31)
+  // entry offsets in 32 bits whenever nnz allows (a cursor plus a round of 32 stays below 2^31)
   auto by_off = [&](auto prec) {
-    if (a.A.nnz < int64_t(INT_MAX) - 2 * TcTuning::kWindow) go(prec, TypeTag<int>{});
+    if (a.A.nnz < int64_t(INT_MAX) - 64) go(prec, TypeTag<int>{});
     else go(prec, TypeTag<int64_t>{});
   };
   if (a.precision == Precision::tf32) by_off(std::integral_constant<Precision, Precision::tf32>{});

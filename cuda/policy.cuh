@@ -258,28 +258,30 @@ inline PanelPlan plan_panel(int64_t M, int64_t K, int64_t C, bool vec, int force
 
 // ---- dense-ish SpMM on tensor cores: row panels densified by scatter (panel_tc.cu) -----------
 // fp32 sum / mean over a CSR with sorted columns (repeats allowed), C % 4 == 0, X and Y 16-byte
-// aligned. A block owns BM x BN of Y and walks K in chunks of BK = 32: per chunk it zeroes a BM x BK
-// tile of A in shared memory and scatters the panel's entries of the chunk into it (CSR windows of
-// 32 entries per row prefetched with cp.async one chunk ahead), stages X's BK x BN chunk with
-// 16-byte cp.async, and multiplies on the tensor cores (mma.sync m16n8k8: 3xTF32 for precision fp32,
-// each k step's products from zero and added to the fp32 sum; plain TF32 for precision tf32).
-// Warps own 32 x 32 tiles (2 x 4 mma tiles, 32 accumulators): 122-130 registers a thread at fp32,
-// 92-104 at tf32 (sm_90, no spills), two blocks per SM. Shapes (BM x BN, threads):
+// aligned. A block owns BM x BN of Y and walks K in chunks of BK = 64: per chunk it zeroes a BM x BK
+// tile of A in shared memory and scatters the panel's entries of the chunk into it (per batch of 8
+// rows of a warp, 16 in 128-thread blocks: each row's next 32 entries by one coalesced load, all in
+// flight, one ballot per row; runs of equal columns and rows with > 32 entries in a chunk in a second
+// pass), stages X's BK x BN chunk with 16-byte cp.async, and multiplies on the tensor cores
+// (mma.sync m16n8k8: 3xTF32 for precision fp32, each k step's products from zero and added to the
+// fp32 sum; plain TF32 for precision tf32). Warps own 32 x 32 tiles (2 x 4 mma tiles, 32
+// accumulators): 121-128 registers a thread at 256 threads, 145-168 at 128 (sm_90, no spills), two
+// blocks per SM. Shapes (BM x BN, threads):
 //   N <= 32: 128 x 32 (4 warps: one 32-column warp per row strip; a wider block would compute
 //            zeros), N <= 64: 128 x 64 (8 warps), else 64 x 128 (8 warps; 128 x 128 would need
 //            16 warps of 128 registers or 64 x 32 warp tiles: more registers than two blocks allow).
 // Too few blocks (small M): K split into S <= 8 slices, partial tiles added in slice order
 // (panel_combine_kernel, as for panel.cu). GNNSPARSE_CUDA_TC_BN / _SPLIT force the shape / split.
 struct TcTuning {
-  static constexpr int kBK = 32;      // K chunk (one lane per column in the scatter)
-  static constexpr int kWindow = 32;  // CSR entries of a row prefetched per chunk (one per lane)
-  static constexpr int kLdA = 40;     // A tile row stride (floats): = 8 (mod 32), load_a conflict-free
+  static constexpr int kBK = 64;          // K chunk: 8 k steps per barrier and scatter
+  static constexpr int kScatterRows = 8;  // rows of a warp whose next 32 entries are loaded together
+  static constexpr int kLdA = 72;         // A tile row stride (floats): = 8 (mod 32), load_a conflict-free
   static constexpr int64_t kTargetBlocks = 264;  // split K until blocks reach this (2 per SM)
   static constexpr int kMaxSplit = 8;
-  // Auto choice: PREDICTION, to be set from the first H200 measurement (docs/grid.md, "Tensor-core
-  // row panels", model written before any run): dense-equivalent rate ~50 TFLOP/s at N = 128 and
-  // ~25 at N = 32 for 3xTF32 (issue-bound: operand splits, the scatter's ~30 warp instructions per
-  // row and chunk), ~90 / ~30 for TF32; useful rate = density x that, against ~6 TFLOP/s for the
+  // Auto choice: off (kPanelTcAuto below). The first model, kept for when a measurement sets the
+  // policy (docs/grid.md, "Tensor-core row panels"; the kernel of 2026-12-02 measured 5-8x below
+  // it): dense-equivalent rate ~50 TFLOP/s at N = 128 and ~25 at N = 32 for 3xTF32 (issue-bound:
+  // operand splits, the scatter), ~90 / ~30 for TF32; useful rate = density x that, against ~6 TFLOP/s for the
   // row kernels. Crossover density per (precision, N), interpolated in log2 N between 32 and 128:
   // fp32 0.25 at N <= 32, 0.12 at N >= 128; tf32 0.19 / 0.065. Graphs (density < 1 %) never
   // qualify; at least kMinRows rows and kMinK columns.
@@ -312,7 +314,14 @@ struct TcPlan {
 };
 // Eligible calls only (fp32, sorted columns, C % 4 == 0, aligned): whether auto takes the tensor
 // cores. tf32 requests use the tf32 crossover; fp32 and bf16 the 3xTF32 one (bf16 runs as fp32).
+// Off: measured slower than the row kernels in every grid cell, 2026-12-02 (H200, 72 cells:
+// vs cuSPARSE 0.13x at N = 32 and 0.45x at N = 128, tf32 0.14x / 0.52x; time independent of density,
+// e.g. M 32768 K 8192 N 128: 3291 / 3383 / 3383 us at d = 0.1 / 0.2 / 0.3 against row kernels
+// 1201 / 2264 / 3275 us): a per-(row, chunk) cost bounds it (docs/grid.md). The crossover below is
+// kept for when a measurement justifies it; GNNSPARSE_CUDA_SPMM=tc still forces the kernels.
+inline constexpr bool kPanelTcAuto = false;
 inline bool prefer_panel_tc(int64_t M, int64_t K, int64_t nnz, int64_t C, Precision precision) {
+  if (!kPanelTcAuto) return false;
   if (M < TcTuning::kMinRows || K < TcTuning::kMinK || C < 4) return false;
   const double d = double(nnz) / (double(M) * double(K));
   const double w = std::min(1.0, std::max(0.0, (std::log2(double(C)) - 5.0) / 2.0));  // 0 at 32, 1 at 128
@@ -332,7 +341,20 @@ inline TcPlan plan_panel_tc(int64_t M, int64_t K, int64_t C, int force_bn, int f
   p.panels = (M + g.bm() - 1) / g.bm();
   const int64_t chunks = (K + TcTuning::kBK - 1) / TcTuning::kBK;
   const int64_t base = p.col_blocks * p.panels;
-  const int64_t s = force_split > 0 ? force_split : (TcTuning::kTargetBlocks + base - 1) / base;
+  // Too few blocks: the split with the least time in block units, waves / S (waves of kTargetBlocks
+  // blocks; the smaller S on a tie). Rounding up to kTargetBlocks took 288 blocks for 96 panels:
+  // two waves, the second of 24 blocks (2026-12-02 grid, M 12288 N 32).
+  int64_t s = 1;
+  if (force_split > 0) {
+    s = force_split;
+  } else if (base < TcTuning::kTargetBlocks) {
+    const int64_t smax = std::min<int64_t>(TcTuning::kMaxSplit, chunks);
+    for (int64_t c = 2; c <= smax; ++c) {
+      const int64_t wc = (base * c + TcTuning::kTargetBlocks - 1) / TcTuning::kTargetBlocks;
+      const int64_t ws = (base * s + TcTuning::kTargetBlocks - 1) / TcTuning::kTargetBlocks;
+      if (wc * s < ws * c) s = c;  // wc / c < ws / s
+    }
+  }
   p.split = std::max<int64_t>(1, std::min<int64_t>({s, int64_t(TcTuning::kMaxSplit), chunks}));
   return p;
 }

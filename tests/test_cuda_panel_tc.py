@@ -78,8 +78,8 @@ def test_tc_shapes_and_splits(monkeypatch, bn, split, itype):
 @pytest.mark.cuda
 @pytest.mark.parametrize("split", ["1", "4"])
 def test_tc_repeated_columns_sum_in_order(monkeypatch, split):
-    """Runs of one column longer than the 32-entry window (the window is refilled inside the
-    chunk and the run's parts are added in order); runs across window borders; unweighted."""
+    """Runs of one column longer than a round of 32 entries (more rounds inside the chunk, the
+    run's parts added in order); runs across round and batch borders; unweighted."""
     _needs_cuda()
     M, K, N = 40, 200, 32
     rng = np.random.default_rng(61)
@@ -102,6 +102,31 @@ def test_tc_repeated_columns_sum_in_order(monkeypatch, split):
     X = feats(K, N, 62)
     for v in (val, None):
         A = dev_csr(rowptr, col, v, M, K)
+        assert takes_tc(A, X)
+        for reduce in ("sum", "mean"):
+            check(A, X, reduce, run(A, X, reduce))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("density", [0.55, 0.95])
+@pytest.mark.parametrize("split", ["1", "3"])
+def test_tc_rows_denser_than_a_round(monkeypatch, density, split):
+    """More than 32 entries of a row in one 64-column chunk without repeats (the second pass: more
+    rounds), mixed with sparse and empty rows in one batch; N = 32 (16-row batches) and 128 (8)."""
+    _needs_cuda()
+    monkeypatch.setenv("GNNSPARSE_CUDA_SPMM", "tc")
+    monkeypatch.setenv("GNNSPARSE_CUDA_TC_SPLIT", split)
+    M, K = 150, 333
+    rowptr, col, val = dense_ish(M, K, density, 140, empty_frac=0.15, dup=False)
+    r2, c2, v2 = dense_ish(M, K, 0.05, 141, dup=True)
+    # every third row from the sparse matrix: dense, sparse and empty rows side by side
+    rows = [(col[rowptr[i]:rowptr[i + 1]], val[rowptr[i]:rowptr[i + 1]]) if i % 3 else
+            (c2[r2[i]:r2[i + 1]], v2[r2[i]:r2[i + 1]]) for i in range(M)]
+    rp = np.zeros(M + 1, np.int64)
+    np.cumsum([c.size for c, _ in rows], out=rp[1:])
+    A = dev_csr(rp, np.concatenate([c for c, _ in rows]), np.concatenate([v for _, v in rows]), M, K)
+    for N in (32, 128):
+        X = feats(K, N, 142 + N)
         assert takes_tc(A, X)
         for reduce in ("sum", "mean"):
             check(A, X, reduce, run(A, X, reduce))
@@ -155,38 +180,28 @@ def test_tc_error_bound_fp32_and_tf32(monkeypatch):
 
 @pytest.mark.cuda
 def test_tc_dispatch(monkeypatch):
-    """auto takes the tensor cores where policy.cuh's crossover (a prediction until measured) says
-    so, on both sides of it; never for graphs, unsorted rows, max / min, fp64, C % 4 != 0 or a
-    misaligned X; a forced tc on an ineligible call runs the other kernels correctly."""
+    """auto never takes the tensor cores (measured slower than the row kernels in every grid cell,
+    2026-12-02: policy.cuh), whatever the density, width or precision; GNNSPARSE_CUDA_SPMM=tc
+    forces them for eligible calls only: never for max / min, fp64, C % 4 != 0, a misaligned X or
+    unsorted rows, which then run the other kernels correctly."""
     _needs_cuda()
     monkeypatch.delenv("GNNSPARSE_CUDA_SPMM", raising=False)
     M, K = 2048, 512
     rowptr, col, val = dense_ish(M, K, 0.3, 91, empty_frac=0.0)
     A = dev_csr(rowptr, col, val, M, K)
     X128, X32 = feats(K, 128, 92), feats(K, 32, 93)
+    for X in (X128, X32):
+        for precision in ("fp32", "tf32", "bf16"):
+            assert not takes_tc(A, X, precision=precision)
+    assert not takes_tc(A, X128, "mean")
+    check(A, X128, "sum", run(A, X128))
+    # forced: eligible calls take it, ineligible ones do not
+    monkeypatch.setenv("GNNSPARSE_CUDA_SPMM", "tc")
     assert takes_tc(A, X128) and takes_tc(A, X128, "mean") and takes_tc(A, X32)
+    assert takes_tc(A, X32, precision="tf32")
     assert not takes_tc(A, X128, "max")
     assert not takes_tc(A, X128.double())
-    assert not takes_tc(A, feats(K, 30, 94))  # C % 4 != 0
     assert not takes_tc(A, feats(K, 128, 95, misalign=True))
-    # density ~0.084: below the fp32 crossover at N = 128 (0.12), above the tf32 one (0.065)
-    r2, c2, v2 = dense_ish(M, K, 0.08, 96, empty_frac=0.0)
-    B = dev_csr(r2, c2, v2, M, K)
-    assert not takes_tc(B, X128)
-    assert takes_tc(B, X128, precision="tf32")
-    # density ~0.18: above the fp32 crossover at N = 128, below the one at N = 32 (0.25)
-    r5, c5, v5 = dense_ish(M, K, 0.18, 99, empty_frac=0.0)
-    D = dev_csr(r5, c5, v5, M, K)
-    assert takes_tc(D, X128) and not takes_tc(D, X32)
-    check(D, X32, "sum", run(D, X32))
-    assert not takes_tc(dev_csr(rowptr[:257], col[: rowptr[256]], val[: rowptr[256]], 256, K), X128)  # M < 1024
-    # a graph: 10 entries per row
-    g_rowptr = np.arange(0, 10 * M + 1, 10, dtype=np.int64)
-    g_col = np.sort(np.random.default_rng(1).integers(0, 100000, (M, 10)), axis=1).reshape(-1)
-    G = dev_csr(g_rowptr, g_col, None, M, 100000)
-    assert not takes_tc(G, feats(100000, 128, 2))
-    # forced, ineligible: unsorted rows, C % 4 != 0
-    monkeypatch.setenv("GNNSPARSE_CUDA_SPMM", "tc")
     r4, c4, v4 = dense_ish(M, K, 0.3, 97, unsorted=True)
     U = dev_csr(r4, c4, v4, M, K)
     assert not takes_tc(U, X128)
