@@ -106,15 +106,15 @@ struct SpmmTuning {
   static constexpr int kArgLoadBytes = 64;         // the same for max / min (register cap)
   static constexpr int kMaxUnroll = 8;
   static constexpr int kScalarLoadElems = 20;      // spmm_heads' scalar path: elements in flight
-  static constexpr int kScalarFlightElems = 32;    // SpMM's scalar path: elements in flight per
-                                                   // lane (fp32: 128 bytes, as kLoadBytes), U =
-                                                   // 10 / 8 / 6 at TL = 3 / 4 / 5; for max / min
-                                                   // (<= 128 registers) and the segment kernel
-  static constexpr int kScalarFlightElemsSum = 24;  // the same for sum / mean in the row kernel
-                                                   // (<= 80 registers: U = 8 / 6 / 4; with 32 the
-                                                   // fp32 instances spilled 16-164 bytes, sm_90)
-  static constexpr int kScalarFlightElemsSum16 = 20;  // and for 16-bit features (U = 6 / 5 / 4;
+  static constexpr int kScalarFlightElems = 24;    // SpMM's scalar path, sum / mean: elements in
+                                                   // flight per lane (U = 8 / 6 / 4 at TL = 3 /
+                                                   // 4 / 5; <= 80 registers: with 32 the fp32
+                                                   // row kernel spilled 16-164 bytes on sm_90,
+                                                   // its segment kernel took 139 on sm_80)
+  static constexpr int kScalarFlightElems16 = 20;  // the same for 16-bit features (U = 6 / 5 / 4;
                                                    // with 24, fp16 spilled 4-12 bytes)
+  static constexpr int kScalarFlightElemsArg = 32;  // and for max / min (<= 128 registers:
+                                                   // U = 10 / 8 / 6)
   static constexpr int64_t kMinEdgesPerLane = 16;  // edge split only when each part keeps this many
   static constexpr int64_t kWarpRowMin = 32;       // longer rows get a whole warp (when P == 1)
 };
@@ -123,7 +123,9 @@ struct SpmmTuning {
 // kernel (the hub pass's segment kernel keeps kLoadBytes: it has no register cap, and at U = 5
 // its fp16 instance rose from 100 to 133 registers, one resident block instead of two).
 // Scalar path (V = 1): all of a lane's TL columns are real but the last lane's few, so U = the
-// elements budget over TL; fp64 keeps the 20 elements (160 bytes) it had with TL = 5.
+// elements budget over TL (the row and the segment kernel alike); fp64 (no register cap): 128
+// bytes, at least the U = 4 it had with TL = 5 (U = 5 / 4 / 4; at TL = 3, U = 6 took 130
+// registers for max / min with 64-bit indices, sm_90: one resident block instead of two).
 template <int TL, int V, int ElemBytes, bool Arg, bool Row>
 constexpr int spmm_unroll() {
   constexpr int per_edge = TL * V * ElemBytes;
@@ -131,10 +133,14 @@ constexpr int spmm_unroll() {
                             : (Row && ElemBytes == 2 ? SpmmTuning::kLoadBytes16 : SpmmTuning::kLoadBytes);
   if constexpr (V == 1) {
     static_assert(TL >= SpmmTuning::kScalarMinCols, "spmm_unroll: scalar TL below kScalarMinCols");
-    constexpr int elems = ElemBytes == 8 ? SpmmTuning::kScalarLoadElems
-                          : !(Row && !Arg)  ? SpmmTuning::kScalarFlightElems
-                          : ElemBytes == 2  ? SpmmTuning::kScalarFlightElemsSum16
-                                            : SpmmTuning::kScalarFlightElemsSum;
+    if constexpr (ElemBytes == 8) {  // kLoadBytes, and at least the U = 4 of TL = 5
+      constexpr int u = SpmmTuning::kLoadBytes / (TL * ElemBytes);
+      constexpr int u5 = SpmmTuning::kScalarLoadElems / SpmmTuning::kScalarColsPerLane;
+      return u > u5 ? u : u5;
+    }
+    constexpr int elems = Arg              ? SpmmTuning::kScalarFlightElemsArg
+                          : ElemBytes == 2 ? SpmmTuning::kScalarFlightElems16
+                                           : SpmmTuning::kScalarFlightElems;
     return elems / TL;
   } else {
     constexpr int u = bytes / per_edge;
