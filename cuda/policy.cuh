@@ -172,8 +172,9 @@ struct SpmmPlan {
 // takes Gc = pow2ceil(ceil(C / 5)) column lanes (at most 32), as it did with TL = 5 for every C;
 // with fit_scalar each lane then owns TL = ceil(C / Gc) columns, clamped to [3, 5], instead of 5,
 // so that all of a lane's columns but the last lane's few are real (C = 47: Gc = 16, TL = 3, 47 of
-// 48 columns; with TL = 5 only 47 of 80 were, ~3 per lane) and U = kScalarFlightElems / TL edges
-// keep ~32 real elements in flight. Gc, P and the edge parts are those of TL = 5, so every output
+// 48 columns; with TL = 5 only 47 of 80 were, ~3 per lane) and U edges (spmm_unroll: a budget of
+// 20-32 elements over TL) keep that many real loads in flight. Gc, P and the edge parts are those
+// of TL = 5, so every output
 // element is reduced in the same order as before: the results are bitwise the same.
 inline int spmm_scalar_cols(int64_t C, int Gc) {
   const int64_t tl = (C + Gc - 1) / Gc;
