@@ -96,7 +96,8 @@ struct SpmmTuning {
   static constexpr int kRowMinBlocksArg = 4;       // 4-byte max / min, vector path: >= 32
   static constexpr int kRowMinBlocksWide = 2;      // 4-byte max / min, scalar path: >= 16
   static constexpr int kVecsPerLane = 2;           // TL on the vector path (sum / mean)
-  static constexpr int kScalarColsPerLane = 5;     // columns each lane owns on the scalar path
+  static constexpr int kScalarColsPerLane = 5;     // scalar path: the most columns a lane owns
+  static constexpr int kScalarMinCols = 3;         // and the fewest (TL in {3, 4, 5}, chosen from C)
   static constexpr int kLoadBytes = 128;           // bytes a lane keeps in flight -> U
   static constexpr int kLoadBytes16 = 160;         // the same for 16-bit features (sum / mean)
                                                    // in the row kernel: U = 5 at TL = 2, <= 124
@@ -104,7 +105,16 @@ struct SpmmTuning {
                                                    // 108; U = 6 spilled 8-24 bytes on sm_80)
   static constexpr int kArgLoadBytes = 64;         // the same for max / min (register cap)
   static constexpr int kMaxUnroll = 8;
-  static constexpr int kScalarLoadElems = 20;      // scalar path: elements in flight per lane
+  static constexpr int kScalarLoadElems = 20;      // spmm_heads' scalar path: elements in flight
+  static constexpr int kScalarFlightElems = 24;    // SpMM's scalar path, sum / mean: elements in
+                                                   // flight per lane (U = 8 / 6 / 4 at TL = 3 /
+                                                   // 4 / 5; <= 80 registers: with 32 the fp32
+                                                   // row kernel spilled 16-164 bytes on sm_90,
+                                                   // its segment kernel took 139 on sm_80)
+  static constexpr int kScalarFlightElems16 = 20;  // the same for 16-bit features (U = 6 / 5 / 4;
+                                                   // with 24, fp16 spilled 4-12 bytes)
+  static constexpr int kScalarFlightElemsArg = 32;  // and for max / min (<= 128 registers:
+                                                   // U = 10 / 8 / 6)
   static constexpr int64_t kMinEdgesPerLane = 16;  // edge split only when each part keeps this many
   static constexpr int64_t kWarpRowMin = 32;       // longer rows get a whole warp (when P == 1)
 };
@@ -112,13 +122,30 @@ struct SpmmTuning {
 // Edges in flight per lane: the byte budget over the bytes a lane loads per edge. Row: the row
 // kernel (the hub pass's segment kernel keeps kLoadBytes: it has no register cap, and at U = 5
 // its fp16 instance rose from 100 to 133 registers, one resident block instead of two).
+// Scalar path (V = 1): all of a lane's TL columns are real but the last lane's few, so U = the
+// elements budget over TL (the row and the segment kernel alike); fp64 (no register cap): 128
+// bytes, at least the U = 4 it had with TL = 5 (U = 5 / 4 / 4; at TL = 3, U = 6 took 130
+// registers for max / min with 64-bit indices, sm_90: one resident block instead of two).
 template <int TL, int V, int ElemBytes, bool Arg, bool Row>
 constexpr int spmm_unroll() {
   constexpr int per_edge = TL * V * ElemBytes;
   constexpr int bytes = Arg ? SpmmTuning::kArgLoadBytes
                             : (Row && ElemBytes == 2 ? SpmmTuning::kLoadBytes16 : SpmmTuning::kLoadBytes);
-  constexpr int u = V == 1 ? SpmmTuning::kScalarLoadElems / TL : bytes / per_edge;
-  return u < 1 ? 1 : (u > SpmmTuning::kMaxUnroll ? SpmmTuning::kMaxUnroll : u);
+  if constexpr (V == 1) {
+    static_assert(TL >= SpmmTuning::kScalarMinCols, "spmm_unroll: scalar TL below kScalarMinCols");
+    if constexpr (ElemBytes == 8) {  // kLoadBytes, and at least the U = 4 of TL = 5
+      constexpr int u = SpmmTuning::kLoadBytes / (TL * ElemBytes);
+      constexpr int u5 = SpmmTuning::kScalarLoadElems / SpmmTuning::kScalarColsPerLane;
+      return u > u5 ? u : u5;
+    }
+    constexpr int elems = Arg              ? SpmmTuning::kScalarFlightElemsArg
+                          : ElemBytes == 2 ? SpmmTuning::kScalarFlightElems16
+                                           : SpmmTuning::kScalarFlightElems;
+    return elems / TL;
+  } else {
+    constexpr int u = bytes / per_edge;
+    return u < 1 ? 1 : (u > SpmmTuning::kMaxUnroll ? SpmmTuning::kMaxUnroll : u);
+  }
 }
 // 16-byte vectors for every dtype. 2-byte features: a 16-byte vector needs 8 fp32 accumulators,
 // so the row kernel keeps 2 blocks (16 warps) resident: at 3 (<= 80 registers) it spilled 128-204
@@ -141,8 +168,21 @@ struct SpmmPlan {
   int64_t segment_blocks = 0;
 };
 
+// The scalar path (V = 1: C not a multiple of the 16-byte vector, or X / Y not 16-byte aligned)
+// takes Gc = pow2ceil(ceil(C / 5)) column lanes (at most 32), as it did with TL = 5 for every C;
+// with fit_scalar each lane then owns TL = ceil(C / Gc) columns, clamped to [3, 5], instead of 5,
+// so that all of a lane's columns but the last lane's few are real (C = 47: Gc = 16, TL = 3, 47 of
+// 48 columns; with TL = 5 only 47 of 80 were, ~3 per lane) and U edges (spmm_unroll: a budget of
+// 20-32 elements over TL) keep that many real loads in flight. Gc, P and the edge parts are those
+// of TL = 5, so every output
+// element is reduced in the same order as before: the results are bitwise the same.
+inline int spmm_scalar_cols(int64_t C, int Gc) {
+  const int64_t tl = (C + Gc - 1) / Gc;
+  return static_cast<int>(std::clamp<int64_t>(tl, SpmmTuning::kScalarMinCols, SpmmTuning::kScalarColsPerLane));
+}
+
 inline SpmmPlan plan_spmm(int64_t M, int64_t nnz, int64_t C, int64_t max_deg, int elem_bytes,
-                          bool aligned, bool arg) {
+                          bool aligned, bool arg, bool fit_scalar) {
   SpmmPlan p;
   const int vfull = spmm_vec(elem_bytes);
   p.vec = (aligned && C % vfull == 0) ? vfull : 1;
@@ -151,6 +191,7 @@ inline SpmmPlan plan_spmm(int64_t M, int64_t nnz, int64_t C, int64_t max_deg, in
   if (p.vec == 1) p.per_lane = SpmmTuning::kScalarColsPerLane;
   else p.per_lane = (arg || vecs < 2) ? 1 : SpmmTuning::kVecsPerLane;
   p.col_lanes = static_cast<int>(std::min<int64_t>(32, pow2ceil((vecs + p.per_lane - 1) / p.per_lane)));
+  if (p.vec == 1 && fit_scalar) p.per_lane = spmm_scalar_cols(C, p.col_lanes);
   const int64_t cols_per_group = int64_t(p.col_lanes) * p.vec * p.per_lane;
   // Long average rows (dense-ish matrices): split each row's edges over P lane sets, so more
   // gathers are in flight per row and short matrices still fill the GPU.
@@ -183,7 +224,8 @@ constexpr int spmm_heads_unroll() {
 }
 inline SpmmPlan plan_spmm_heads(int64_t M, int64_t nnz, int64_t H, int64_t D, int64_t max_deg, int elem_bytes,
                                 bool aligned) {
-  return plan_spmm(M, nnz, H * D, max_deg, elem_bytes, aligned && D % spmm_vec(elem_bytes) == 0, false);
+  return plan_spmm(M, nnz, H * D, max_deg, elem_bytes, aligned && D % spmm_vec(elem_bytes) == 0, false,
+                   false);  // scalar path: TL = kScalarColsPerLane
 }
 
 // ---- dense-ish SpMM: row panels (panel.cu) --------------------------------------------------

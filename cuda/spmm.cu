@@ -2,7 +2,8 @@
 //
 // Schedule (policy.cuh, plan_spmm): a group of G lanes per row; each lane owns TL vectors of V
 // columns (V * sizeof(T) = 16 bytes when C and alignment allow; TL = 1 while a row fits in 32
-// vectors, so one load instruction of the group gathers a whole row) and walks the row's edges
+// vectors, so one load instruction of the group gathers a whole row; on the scalar path, V = 1,
+// TL = 3 to 5 columns chosen from C so that nearly all are real) and walks the row's edges
 // in ascending order, U edges' loads in flight (gathers of X rows are the traffic; 16-bit
 // features stay packed in registers until they are used). Hub rows (longer than the plan's
 // threshold) take the hub pass of segments.cuh: spmm_segment_kernel reduces each (segment, hub
@@ -396,12 +397,14 @@ void run_spmm(const SpmmArgs& a, cudaStream_t stream) {
     if (spmm_panel<I>(a, R == Reduce::mean, stream)) return;
   const bool aligned = reinterpret_cast<uintptr_t>(a.X) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(a.Y) % 16 == 0;
-  const SpmmPlan p = plan_spmm(a.A.M, a.A.nnz, a.C, a.A.max_degree, sizeof(T), aligned, has_arg(R));
+  const SpmmPlan p = plan_spmm(a.A.M, a.A.nnz, a.C, a.A.max_degree, sizeof(T), aligned, has_arg(R), true);
   check_grid("spmm", {p.row_blocks, p.segment_blocks, p.hub.combine_blocks(), p.hub.map_blocks()}, p.col_blocks);
   dispatch_vec<spmm_vec(sizeof(T))>(p.vec, [&](auto v) {
     constexpr int V = decltype(v)::value;
-    if constexpr (V == 1) {
-      launch_spmm<T, I, R, 1, SpmmTuning::kScalarColsPerLane>(p, a, stream);
+    if constexpr (V == 1) {  // columns per lane from C (plan_spmm, spmm_scalar_cols): 3, 4 or 5
+      if (p.per_lane == 3) launch_spmm<T, I, R, 1, 3>(p, a, stream);
+      else if (p.per_lane == 4) launch_spmm<T, I, R, 1, 4>(p, a, stream);
+      else launch_spmm<T, I, R, 1, SpmmTuning::kScalarColsPerLane>(p, a, stream);
     } else {
       if (has_arg(R) || p.per_lane == 1) launch_spmm<T, I, R, V, 1>(p, a, stream);  // max / min: TL = 1
       else if constexpr (!has_arg(R)) launch_spmm<T, I, R, V, SpmmTuning::kVecsPerLane>(p, a, stream);

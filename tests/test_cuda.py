@@ -169,8 +169,9 @@ def check_spmm(rowptr, col, val, M, K, C, dt, itype, reduce, seed, weighted=True
 
 @pytest.mark.parametrize("dt", list(DTYPES))
 @pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min"])
-@pytest.mark.parametrize("C", [1, 3, 8, 16, 17, 33, 128, 129, 256, 257])
+@pytest.mark.parametrize("C", [1, 3, 8, 16, 17, 33, 47, 95, 121, 128, 129, 256, 257])
 def test_spmm_backend(dt, reduce, C):
+    # odd C: the scalar path with 3 (C = 3, 47, 95), 4 (121) or 5 (17, 33, 129, 257) columns per lane
     M, K = 150, 120
     rowptr, col, val = make_graph(M, K, 6, seed=C)
     for itype, weighted in (("int32", True), ("int64", False)):
@@ -178,8 +179,9 @@ def test_spmm_backend(dt, reduce, C):
 
 
 @pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min"])
-@pytest.mark.parametrize("dt,C", [("float32", 16), ("float32", 33), ("float32", 256), ("bfloat16", 32),
-                                  ("bfloat16", 512), ("float64", 5)])
+@pytest.mark.parametrize("dt,C", [("float32", 16), ("float32", 33), ("float32", 47), ("float32", 256),
+                                  ("bfloat16", 32), ("bfloat16", 512), ("float16", 47), ("float64", 5),
+                                  ("float64", 47)])
 def test_spmm_hub(reduce, dt, C):
     M, K = 600, 5000
     rowptr, col, val = make_graph(M, K, 30, seed=3, hub=120_000)
@@ -193,8 +195,8 @@ def int_features(K, C, dt, seed):
 
 
 @pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min"])
-@pytest.mark.parametrize("dt,C", [("float32", 1), ("float32", 16), ("float32", 33), ("bfloat16", 128),
-                                  ("float64", 4), ("float16", 32)])
+@pytest.mark.parametrize("dt,C", [("float32", 1), ("float32", 16), ("float32", 33), ("float32", 47),
+                                  ("bfloat16", 128), ("float64", 4), ("float16", 32)])
 def test_spmm_dense_rows_ties(reduce, dt, C):
     # long average rows: the edge-split path (several lane sets per row, merged by a shuffle tree)
     M, K = 64, 300
@@ -228,7 +230,7 @@ def skewed_graph(M, K, seed):
 
 @pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min"])
 @pytest.mark.parametrize("dt,C", [("float32", 4), ("float32", 16), ("float16", 16), ("float32", 33),
-                                  ("float64", 2)])
+                                  ("float32", 47), ("float64", 2)])
 def test_spmm_skewed_rows(reduce, dt, C):
     M, K = 3000, 500
     rowptr, col, val = skewed_graph(M, K, seed=C)
@@ -265,6 +267,54 @@ def test_spmm_all_empty_and_zero_nnz():
     X = rand((3, 4), "float32", 1)
     Y, arg = cudab.spmm(r, c, None, X, 4, 3, "max", True)
     assert torch.count_nonzero(Y) == 0 and bool((arg == -1).all())
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min"])
+@pytest.mark.parametrize("C", [47, 95])
+def test_spmm_products_rows(reduce, C):
+    # the products-sized GCN's output layer in small: ~50 entries per row, sorted (each row's edges
+    # split over two lane sets at C = 47: 16 column lanes of 3 columns), a fifth of the rows empty,
+    # rows of 33..200 entries and one of 40,000 (the hub pass)
+    M, K = 2000, 3000
+    rng = np.random.default_rng(C)
+    deg = rng.integers(40, 61, M).astype(np.int64)
+    deg[rng.random(M) < 0.2] = 0
+    deg[rng.choice(M, 20, replace=False)] = rng.integers(33, 201, 20)
+    deg[7] = 40_000
+    rowptr = np.zeros(M + 1, np.int64)
+    np.cumsum(deg, out=rowptr[1:])
+    col = np.concatenate([np.sort(rng.integers(0, K, int(d))) for d in deg]).astype(np.int64)
+    val = rng.uniform(-1, 1, col.size).astype(np.float32)
+    check_spmm(rowptr, col, val, M, K, C, "float32", "int32", reduce, seed=C)
+    check_spmm(rowptr, col, val, M, K, C, "float32", "int64", reduce, seed=C, weighted=False,
+               X=int_features(K, C, "float32", C))
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min"])
+@pytest.mark.parametrize("C", [48, 64, 160, 384])
+def test_spmm_vector_equals_scalar(dt, reduce, C):
+    # As test_spmm16_vector_equals_scalar for 4- and 8-byte features: X one element past a 16-byte
+    # boundary takes the scalar path with 3 (C = 48), 4 (64) or 5 (160; 384: three column blocks)
+    # columns per lane; rows of at most 32 entries, so every output element is one lane's chain in
+    # ascending edge order on both paths and the bits must agree.
+    M, K = 1001, 300
+    rowptr, col, val = mixed_graph(M, K, seed=C, long_rows=0, max_deg=32)
+    r, c, v = dev_graph(rowptr, col, val, "int32", val_dtype(dt))
+    Xa = rand16(K, C, dt, seed=3)
+    Xu = rand16(K, C, dt, seed=3, offset=1)
+    assert torch.equal(Xa, Xu)
+    want_arg = reduce in ("max", "min")
+    for X in (Xa, Xu):
+        poison()
+        Y, arg = cudab.spmm(r, c, v, X, M, K, reduce, want_arg)
+        torch.cuda.synchronize()
+        if X is Xa:
+            Ya, arga = Y, arg
+    same_bits(Ya, Y)
+    if want_arg:
+        assert torch.equal(arga, arg)
+    check_spmm(rowptr, col, val, M, K, C, dt, "int32", reduce, seed=0, X=Xu)
 
 
 # ---- SpMM, 16-bit features: every path of the plan, tight bounds -------------------------------

@@ -260,6 +260,29 @@ static void heads_plans() {
   }
 }
 
+// plan_spmm's scalar path: TL chosen from C (3, 4 or 5 columns per lane) keeps the lanes, edge
+// parts and column blocks of TL = 5 (so the per-element order, and the bits, are those of TL = 5),
+// covers C, and leaves at most one lane's worth of columns unreal outside tiny C.
+static void scalar_plans() {
+  for (int bytes : {2, 4, 8})
+    for (int64_t avg : {1, 10, 50, 300})
+      for (int64_t C = 1; C <= 700; ++C) {
+        const cd::SpmmPlan p = cd::plan_spmm(1000, 1000 * avg, C, avg, bytes, false, false, true);
+        const cd::SpmmPlan q = cd::plan_spmm(1000, 1000 * avg, C, avg, bytes, false, false, false);
+        const int64_t tile = int64_t(p.col_lanes) * p.per_lane;
+        const bool ok = p.vec == 1 && q.vec == 1 && q.per_lane == cd::SpmmTuning::kScalarColsPerLane &&
+                        p.per_lane >= 3 && p.per_lane <= 5 && p.col_lanes == q.col_lanes &&
+                        p.edge_parts == q.edge_parts && p.group == q.group && p.col_blocks == q.col_blocks &&
+                        p.col_blocks * tile >= C && (C <= 3 || p.col_blocks > 1 || tile - C < p.col_lanes);
+        check(ok, "plan_spmm scalar, bytes " + std::to_string(bytes) + " avg " + std::to_string(avg) + " C " +
+                      std::to_string(C));
+      }
+  // the products-sized probe of docs/cuda_results.md (2026-12-02: SpMM at odd widths): 50 per row
+  const cd::SpmmPlan p = cd::plan_spmm(2449029, 2449029 * int64_t(50), 47, 50, 4, true, false, true);
+  check(p.vec == 1 && p.col_lanes == 16 && p.per_lane == 3 && p.edge_parts == 2 && p.col_blocks == 1,
+        "plan_spmm C = 47");
+}
+
 // plan_segments: a hub is longer than a segment, the workspace is capped, the segments cover nnz.
 static void segment_plans() {
   const int64_t Ms[] = {1, 7, 1000, 1 << 20};
@@ -302,6 +325,7 @@ int main() {
   dispatch_tables();
   entry_points();
   heads_plans();
+  scalar_plans();
   gatv2_entry_points();
   gatv2_plans();
   segment_plans();
