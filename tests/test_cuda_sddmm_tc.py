@@ -18,16 +18,7 @@ from gnnsparse import reference as ref
 
 torch = pytest.importorskip("torch")
 
-
-def _cuda_ready():
-    from gnnsparse import _cuda_backend
-
-    return _cuda_backend.backend.available() and torch.cuda.is_available()
-
-
-def _needs_cuda():
-    if not _cuda_ready():
-        pytest.skip("no CUDA device or no compiled gnnsparse CUDA module")
+from test_cuda_panel import _needs_cuda  # noqa: E402
 
 
 def dense_ish(M, K, density, seed, *, empty_frac=0.1, dup=True, long_rows=0, unsorted=False):
