@@ -28,9 +28,11 @@ def _needs_cuda():
         pytest.skip("no CUDA device or no compiled gnnsparse CUDA module")
 
 
-def dense_ish(M, K, density, seed, *, empty_frac=0.1, dup=True, long_rows=0, unsorted=False, values=True):
+def dense_ish(M, K, density, seed, *, empty_frac=0.1, dup=True, long_rows=0, unsorted=False, values=True,
+              repeat_first=False):
     """rowptr, col, val (NumPy) of a random M x K CSR: sorted columns (unless `unsorted`), a few
-    repeated columns, empty rows (the last row always), `long_rows` rows holding every column."""
+    repeated columns, empty rows (the last row always), `long_rows` rows holding every column (the
+    first of them twice with `repeat_first`)."""
     rng = np.random.default_rng(seed)
     rows = []
     for i in range(M):
@@ -39,6 +41,8 @@ def dense_ish(M, K, density, seed, *, empty_frac=0.1, dup=True, long_rows=0, uns
             continue
         if i < long_rows:
             c = np.arange(K, dtype=np.int64)
+            if i == 0 and repeat_first:
+                c = np.repeat(c, 2)
         else:
             c = np.flatnonzero(rng.random(K) < density).astype(np.int64)
         if dup and c.size > 2:

@@ -18,52 +18,20 @@ from gnnsparse import reference as ref
 
 torch = pytest.importorskip("torch")
 
-from test_cuda_panel import _needs_cuda  # noqa: E402
+from test_cuda_panel import _needs_cuda, feats  # noqa: E402
+from test_cuda_panel import dense_ish as _dense_ish  # noqa: E402
+from test_cuda_panel import dev_csr as _dev_csr  # noqa: E402
 
 
-def dense_ish(M, K, density, seed, *, empty_frac=0.1, dup=True, long_rows=0, unsorted=False):
-    """rowptr, col (NumPy) of a random M x K CSR: sorted columns (unless `unsorted`), a few repeated
-    columns, empty rows (the last row always), `long_rows` rows holding every column (twice for
-    the first: more entries than a chunk's column window in one chunk)."""
-    rng = np.random.default_rng(seed)
-    rows = []
-    for i in range(M):
-        if i == M - 1 or rng.random() < empty_frac:
-            rows.append(np.zeros(0, np.int64))
-            continue
-        if i < long_rows:
-            c = np.arange(K, dtype=np.int64)
-            if i == 0:
-                c = np.repeat(c, 2)
-        else:
-            c = np.flatnonzero(rng.random(K) < density).astype(np.int64)
-        if dup and c.size > 2:
-            c = np.sort(np.concatenate([c, rng.choice(c, 2)]))  # repeated columns stay sorted
-        if unsorted and c.size > 1:
-            c = rng.permutation(c)
-        rows.append(c)
-    rowptr = np.zeros(M + 1, np.int64)
-    np.cumsum([r.size for r in rows], out=rowptr[1:])
-    col = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+def dense_ish(M, K, density, seed, **kw):
+    """rowptr, col of test_cuda_panel's matrices, without values (SDDMM samples the pattern); the
+    first long row holds every column twice (more entries than a chunk's column window)."""
+    rowptr, col, _ = _dense_ish(M, K, density, seed, values=False, repeat_first=True, **kw)
     return rowptr, col
 
 
 def dev_csr(rowptr, col, M, K, itype="int32"):
-    it = torch.int32 if itype == "int32" else torch.int64
-    r = torch.from_numpy(rowptr).to("cuda", it)
-    c = torch.from_numpy(col).to("cuda", it)
-    return gs.CSR(r, c, None, shape=(M, K))
-
-
-def feats(n, F, seed, misalign=False):
-    x = torch.from_numpy(np.random.default_rng(seed).uniform(-1, 1, (n, F)).astype(np.float32))
-    if not misalign:
-        return x.to("cuda")
-    buf = torch.empty(n * F + 1, device="cuda")  # 4 bytes past a 16-byte boundary
-    buf[1:] = x.reshape(-1).to("cuda")
-    out = buf[1:].view(n, F)
-    assert out.data_ptr() % 16 != 0 and out.is_contiguous()
-    return out
+    return _dev_csr(rowptr, col, None, M, K, itype)
 
 
 def check(A, X, Y, E, rtol=1e-5):
