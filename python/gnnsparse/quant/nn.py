@@ -143,11 +143,7 @@ def gcn_operators(graph: CSR, like: Tensor) -> GCNOperators:
     if graph.val is not None or graph.shape[0] != graph.shape[1]:
         raise ValueError("gcn_operators takes a square CSR without values")
     dev = like.device
-
-    def build():
-        return {}
-
-    cache = graph.derived("quant.gcn_operators", build)
+    cache = graph.derived("quant.gcn_operators", dict)  # device -> GCNOperators
     key = str(dev)
     ops = cache.get(key)
     if ops is None:
