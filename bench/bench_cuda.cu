@@ -776,6 +776,34 @@ __global__ void widen_kernel(const int* a, int64_t* b, int64_t n) {
   if (k < n) b[k] = a[k];
 }
 
+// --suite check: one SpMM configuration (the knobs set by the caller), int64 indices when rp64 /
+// col64 are given, run twice into outputs poisoned with NaN (an unwritten element fails), checked
+// against Yr (error bound 1e-5 relative) and for bitwise equality of the two runs.
+static bool check_spmm_twice(const Csr& A, const int64_t* rp64, const int64_t* col64, Reduce reduce, const float* X,
+                             int64_t N, float* Y, float* Y2, const float* Yr, double* err, bool* same) {
+  gnnsparse::SpmmArgs a;
+  a.A = A.view();
+  if (rp64 != nullptr) {
+    a.A.itype = IType::i64;
+    a.A.rowptr = rp64;
+    a.A.col = col64;
+  }
+  a.dtype = DType::f32;
+  a.reduce = reduce;
+  a.X = X;
+  a.C = N;
+  CK(cudaMemset(Y, 0xff, A.M * N * sizeof(float)));
+  CK(cudaMemset(Y2, 0xff, A.M * N * sizeof(float)));
+  a.Y = Y;
+  gnnsparse::cuda::spmm(a, 0);
+  a.Y = Y2;
+  gnnsparse::cuda::spmm(a, 0);
+  CK(cudaDeviceSynchronize());
+  *err = rel_err(Y, Yr, A.M * N);
+  *same = same_bits(Y, Y2, A.M * N * 4);
+  return *err < 1e-5 && *same;
+}
+
 // --suite check, the tensor-core panels (GNNSPARSE_CUDA_SPMM=tc, cuda/panel_tc.cu): a 301 x 777 CSR
 // built here (density 0.2, every tenth row empty, two repeated columns in every other row, a run of
 // 40 entries of one column in every seventh (more than the kernel's 32-entry window), one row of
@@ -844,26 +872,10 @@ static void run_check_tc() {
         for (const auto& c : cfg) {
           if (mean && !(c[0][0] == '\0' || std::string(c[1]) == "3")) continue;
           EnvSet e("GNNSPARSE_CUDA_SPMM", "tc"), b("GNNSPARSE_CUDA_TC_BN", c[0]), sp("GNNSPARSE_CUDA_TC_SPLIT", c[1]);
-          gnnsparse::SpmmArgs a;
-          a.A = A.view();
-          if (wide) {
-            a.A.itype = IType::i64;
-            a.A.rowptr = rp64;
-            a.A.col = col64;
-          }
-          a.dtype = DType::f32;
-          a.reduce = mean ? Reduce::mean : Reduce::sum;
-          a.X = X;
-          a.C = N;
-          CK(cudaMemset(Y, 0xff, M * N * sizeof(float)));  // NaN: an unwritten element fails the check
-          CK(cudaMemset(Y2, 0xff, M * N * sizeof(float)));
-          a.Y = Y;
-          gnnsparse::cuda::spmm(a, 0);
-          a.Y = Y2;
-          gnnsparse::cuda::spmm(a, 0);
-          CK(cudaDeviceSynchronize());
-          const double err = rel_err(Y, Yr, M * N);
-          const bool same = same_bits(Y, Y2, M * N * 4), ok = err < 1e-5 && same;
+          double err = 0;
+          bool same = false;
+          const bool ok = check_spmm_twice(A, wide ? rp64 : nullptr, wide ? col64 : nullptr,
+                                           mean ? Reduce::mean : Reduce::sum, X, N, Y, Y2, Yr, &err, &same);
           failed += !ok;
           ++total;
           printf("check tc N=%-4lld %s %s bn=%-3s split=%-2s err %.1e %s%s\n", (long long)N, wide ? "int64" : "int32",
@@ -908,24 +920,10 @@ static void run_check(CuSparse& cs, Timer& tm) {
       for (const auto& c : cfg) {
         if (N % 4 != 0 && c[0][0] != '\0') continue;  // the scalar shape has no column-block choice
         EnvSet e("GNNSPARSE_CUDA_SPMM", "panel"), b("GNNSPARSE_CUDA_PANEL_BN", c[0]), sp("GNNSPARSE_CUDA_PANEL_SPLIT", c[1]);
-        gnnsparse::SpmmArgs a;
-        a.A = A.view();
-        if (wide) {
-          a.A.itype = IType::i64;
-          a.A.rowptr = rp64;
-          a.A.col = col64;
-        }
-        a.dtype = DType::f32;
-        a.reduce = Reduce::sum;
-        a.X = X;
-        a.C = N;
-        a.Y = Y;
-        gnnsparse::cuda::spmm(a, 0);
-        a.Y = Y2;
-        gnnsparse::cuda::spmm(a, 0);
-        CK(cudaDeviceSynchronize());
-        const double err = rel_err(Y, Yr, A.M * N);
-        const bool same = same_bits(Y, Y2, A.M * N * 4), ok = err < 1e-5 && same;
+        double err = 0;
+        bool same = false;
+        const bool ok = check_spmm_twice(A, wide ? rp64 : nullptr, wide ? col64 : nullptr, Reduce::sum, X, N, Y, Y2,
+                                         Yr, &err, &same);
         failed += !ok;
         ++total;
         printf("check N=%-4lld %s bn=%-3s split=%-2s err %.1e %s%s\n", (long long)N, wide ? "int64" : "int32",

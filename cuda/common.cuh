@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
@@ -38,6 +39,19 @@ inline void check_grid(const char* op, std::initializer_list<int64_t> x_blocks, 
   if (!fits)
     throw std::invalid_argument(std::string("gnnsparse cuda ") + op +
                                 ": problem too large for one launch");
+}
+
+// The kernel's dynamic shared memory limit, raised once per device (one flag set per kernel
+// instance): for kernels that take more than the default 48 KiB.
+template <auto Kernel>
+void raise_smem_limit(size_t bytes) {
+  static std::atomic<uint64_t> done{0};
+  int dev = 0;
+  GS_CUDA_CHECK(cudaGetDevice(&dev));
+  const uint64_t bit = dev >= 0 && dev < 64 ? uint64_t(1) << dev : 0;
+  if (bit != 0 && (done.load(std::memory_order_acquire) & bit) != 0) return;
+  GS_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  done.fetch_or(bit, std::memory_order_release);
 }
 
 // Accumulator type: fp32 for fp32/fp16/bf16 features, fp64 for fp64.

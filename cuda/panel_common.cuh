@@ -1,7 +1,6 @@
 // Pieces shared by the dense-ish SpMM kernels (panel.cu: CUDA-core row panels; panel_tc.cu:
 // tensor-core row panels): the split-K workspace and the combine that adds the slices' partial
-// sums in slice order, a group-wide search for a slice's first entry, the knob parser, and the
-// once-per-device shared-memory limit.
+// sums in slice order, a group-wide search for a slice's first entry, and the knob parser.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -74,20 +73,6 @@ class SplitWorkspace {
   void* raw_ = nullptr;
   cudaStream_t stream_;
 };
-
-namespace {
-// The kernel's dynamic shared memory limit, raised once per device (one flag set per kernel instance).
-template <auto Kernel>
-void raise_smem_limit(size_t bytes) {
-  static std::atomic<uint64_t> done{0};
-  int dev = 0;
-  GS_CUDA_CHECK(cudaGetDevice(&dev));
-  const uint64_t bit = dev >= 0 && dev < 64 ? uint64_t(1) << dev : 0;
-  if (bit != 0 && (done.load(std::memory_order_acquire) & bit) != 0) return;
-  GS_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-  done.fetch_or(bit, std::memory_order_release);
-}
-}  // namespace
 
 // A tuning override for the bench and the tests: unset / "" -> 0, else one of `allowed`.
 int env_choice(const char* name, std::initializer_list<int> allowed);

@@ -30,7 +30,6 @@
 // combine, no atomics; every score is a fixed sequence of mma and fp32 adds, so results are bitwise
 // reproducible.
 #include <algorithm>
-#include <atomic>
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
@@ -264,24 +263,12 @@ sddmm_tc_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const f
 #endif
 }
 
-// The kernel's dynamic shared memory limit, raised once per device (one flag set per instance).
-template <class Kernel>
-void raise_smem_limit(Kernel kernel, size_t bytes, std::atomic<uint64_t>& done) {
-  int dev = 0;
-  GS_CUDA_CHECK(cudaGetDevice(&dev));
-  const uint64_t bit = dev >= 0 && dev < 64 ? uint64_t(1) << dev : 0;
-  if (bit != 0 && (done.load(std::memory_order_acquire) & bit) != 0) return;
-  GS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-  done.fetch_or(bit, std::memory_order_release);
-}
-
 template <Precision P, int FT, class I, class Off>
 void launch_tc(const SddmmTcPlan& p, const SddmmArgs& a, cudaStream_t stream) {
   constexpr size_t smem = TcSmem<FT, I>::bytes();
   static_assert(smem <= 227 * 1024, "one block's shared memory fits an sm_90 / sm_80 SM");
-  auto kernel = sddmm_tc_kernel<P, FT, I, Off>;
-  static std::atomic<uint64_t> done{0};
-  raise_smem_limit(kernel, smem, done);
+  constexpr auto kernel = sddmm_tc_kernel<P, FT, I, Off>;
+  raise_smem_limit<kernel>(smem);
   kernel<<<static_cast<unsigned>(p.blocks()), SddmmTcTuning::kBlockThreads, smem, stream>>>(
       static_cast<const I*>(a.A.rowptr), static_cast<const I*>(a.A.col), static_cast<const float*>(a.X),
       static_cast<const float*>(a.Y), static_cast<float*>(a.E), a.A.M, static_cast<int>(a.A.K),

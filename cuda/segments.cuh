@@ -236,33 +236,27 @@ class HubStream {
   }
   HubStream(const HubStream&) = delete;
   HubStream& operator=(const HubStream&) = delete;
-  ~HubStream() {
-    if (fork_ == nullptr) return;
-    // an exception on its way: still order the caller's stream after the side stream (unchecked)
-    cudaEvent_t join = nullptr;
-    if (cudaEventCreateWithFlags(&join, cudaEventDisableTiming) == cudaSuccess) {
-      (void)cudaEventRecord(join, side_);
-      (void)cudaStreamWaitEvent(main_, join, 0);
-      (void)cudaEventDestroy(join);
-    }
-    (void)cudaEventDestroy(fork_);
-  }
+  ~HubStream() { (void)finish(); }  // an exception on its way: still order the streams (unchecked)
   // Where the hub pass runs: the side stream, or the caller's.
   cudaStream_t stream() const { return side_; }
   // The caller's stream waits for the hub pass (also done by the destructor; call it to see errors).
-  void join() {
-    if (fork_ == nullptr) return;
-    cudaEvent_t join = nullptr;
-    GS_CUDA_CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
-    const cudaError_t r = cudaEventRecord(join, side_);
-    const cudaError_t w = r == cudaSuccess ? cudaStreamWaitEvent(main_, join, 0) : r;
-    (void)cudaEventDestroy(join);
-    (void)cudaEventDestroy(fork_);
-    fork_ = nullptr;
-    GS_CUDA_CHECK(w);
-  }
+  void join() { GS_CUDA_CHECK(finish()); }
 
  private:
+  // The caller's stream waits (event) for what the side stream holds; the fork event is released.
+  cudaError_t finish() {
+    if (fork_ == nullptr) return cudaSuccess;
+    cudaEvent_t join = nullptr;
+    cudaError_t r = cudaEventCreateWithFlags(&join, cudaEventDisableTiming);
+    if (r == cudaSuccess) {
+      r = cudaEventRecord(join, side_);
+      if (r == cudaSuccess) r = cudaStreamWaitEvent(main_, join, 0);
+      (void)cudaEventDestroy(join);
+    }
+    (void)cudaEventDestroy(fork_);
+    fork_ = nullptr;
+    return r;
+  }
   static bool enabled() {
     const char* e = std::getenv("GNNSPARSE_CUDA_HUB_STREAM");
     if (e == nullptr || *e == '\0' || std::strcmp(e, "1") == 0) return true;
