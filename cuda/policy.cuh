@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
 
 #include "gnnsparse/ops.hpp"
 
@@ -53,13 +56,25 @@ struct SegmentPlan {
   }
 };
 
+// Tuning overrides for the bench (read at every plan): GNNSPARSE_CUDA_HUB_FACTOR replaces
+// kHubFactor, GNNSPARSE_CUDA_HUB_WORKSPACE kWorkspaceElems; unset or "" keeps the default.
+inline int64_t hub_override(const char* name, int64_t dflt) {
+  const char* e = std::getenv(name);
+  if (e == nullptr || *e == '\0') return dflt;
+  char* stop = nullptr;
+  const long long v = std::strtoll(e, &stop, 10);
+  if (*stop != '\0' || v < 1 || v > (int64_t(1) << 40))
+    throw std::invalid_argument(std::string("gnnsparse cuda: ") + name + " must be a positive integer, got '" + e + "'");
+  return v;
+}
+
 // Hub threshold: kHubFactor times the average row, at least kMinSegment, a power of two.
 // At most kMaxHub (2^30), so every row piece one group reduces has int32 edge offsets.
 inline int64_t hub_threshold(int64_t M, int64_t nnz) {
   const int64_t avg = M > 0 ? nnz / M : 0;
+  const int64_t factor = hub_override("GNNSPARSE_CUDA_HUB_FACTOR", SegmentTuning::kHubFactor);
   return std::min<int64_t>(SegmentTuning::kMaxHub,
-                           std::max<int64_t>(SegmentTuning::kMinSegment,
-                                             pow2ceil(avg * SegmentTuning::kHubFactor)));
+                           std::max<int64_t>(SegmentTuning::kMinSegment, pow2ceil(avg * factor)));
 }
 
 // Segments start at `min_seg` nonzeros and double until the workspace fits under
@@ -73,7 +88,8 @@ inline SegmentPlan plan_segments(int64_t M, int64_t nnz, int64_t max_deg, int64_
                                  int64_t slot_elems) {
   SegmentPlan p;
   int64_t seg = min_seg;
-  while (slot_elems > 0 && nnz / seg * 2 * slot_elems > SegmentTuning::kWorkspaceElems) seg <<= 1;
+  const int64_t cap = slot_elems > 0 ? hub_override("GNNSPARSE_CUDA_HUB_WORKSPACE", SegmentTuning::kWorkspaceElems) : 0;
+  while (slot_elems > 0 && nnz / seg * 2 * slot_elems > cap) seg <<= 1;
   p.thr = std::max(hub_threshold(M, nnz), seg);
   const bool hubs = max_deg < 0 ? nnz > p.thr : max_deg > p.thr;
   p.seg = hubs ? seg : 0;
@@ -91,7 +107,12 @@ inline SegmentPlan plan_segments(int64_t M, int64_t nnz, int64_t max_deg, int64_
 // whole row) was slower at C = 32 / 128 (396 / 1565 us against 322 / 1345): with ~10 entries per
 // row the second batch of 8 is mostly empty, so fewer bytes are in flight on average.
 struct SpmmTuning {
-  static constexpr int kBlockThreads = 256;        // 8 warps per block
+  static constexpr int kBlockThreads = 256;        // 8 warps per block (the register budget below)
+  // The row kernel's launches: a block stays resident until its longest row is done, so on a
+  // skewed graph small blocks hold fewer idle warps (H100, 2026-12-06, 64 vs 256: power-law
+  // C = 16 / 32 / 128 60 / 79 / 97 -> 64 / 86 / 103 % of the floor, arxiv-sized C = 32 80 -> 86 %,
+  // uniform within 1 %; GNNSPARSE_CUDA_ROW_BLOCK=64|128|256 overrides it)
+  static constexpr int kRowBlockThreads = 64;
   static constexpr int kRowMinBlocks = 3;          // sum / mean: >= 24 resident warps per SM
   static constexpr int kRowMinBlocksArg = 4;       // 4-byte max / min, vector path: >= 32
   static constexpr int kRowMinBlocksWide = 2;      // 4-byte max / min, scalar path: >= 16
@@ -572,6 +593,8 @@ inline FusedPlan plan_fused(int64_t M, int64_t nnz, int64_t H, int64_t F, int64_
 // 16 bytes, 16 int4 = 8 bytes when shapes and alignment allow; the caller picks CPL).
 struct QSpmmTuning {
   static constexpr int kBlockThreads = 256;
+  static constexpr int kRowBlockThreads = 64;  // as SpmmTuning's (H100, 2026-12-06: the products-
+                                               // sized int8 GCN epoch 67.6 -> 58.6 ms)
   static constexpr int64_t kMinEdgesPerLane = 8;  // edge split only when each part keeps this many
 };
 template <int CPL> constexpr int qspmm_unroll() { return CPL == 16 ? 4 : 8; }

@@ -120,7 +120,7 @@ qfused_row_kernel(QFusedParams<I> p, int G) {
         m = mn;
         const float w = pe * wv[u];
 #pragma unroll
-        for (int e = 0; e < CPL; ++e) acc[e] = acc[e] * scale + w * float(z[u].get(e));
+        for (int e = 0; e < CPL; ++e) acc[e] = acc[e] * scale + w * z[u].getf(e);
         if (write_e) p.E[(k + u) * p.H + h] = sc[u];
       } else {
         float w = sc[u];
@@ -128,7 +128,7 @@ qfused_row_kernel(QFusedParams<I> p, int G) {
         else if (ef == EdgeFn::exp) w = expf(w);
         w *= wv[u];
 #pragma unroll
-        for (int e = 0; e < CPL; ++e) acc[e] += w * float(z[u].get(e));
+        for (int e = 0; e < CPL; ++e) acc[e] += w * z[u].getf(e);
         if (write_e) p.E[(k + u) * p.H + h] = w;
       }
     }

@@ -91,7 +91,7 @@ struct QSpmmAgent {
 #pragma unroll
         for (int e = 0; e < CPL; ++e) {
           Acc m;
-          if constexpr (kWeighted) m = w[u] * float(x[u].get(e));
+          if constexpr (kWeighted) m = w[u] * x[u].getf(e);
           else m = Acc(x[u].get(e));
           Red::update(acc[e], arg[e], m, k + u);
         }
@@ -120,6 +120,93 @@ struct QSpmmAgent {
         int64_t oa = -1;
         if constexpr (Red::kHasArg) oa = static_cast<int64_t>(__shfl_xor_sync(mask, static_cast<long long>(arg[e]), off));
         Red::merge(acc[e], arg[e], o, oa, left);
+      }
+    }
+  }
+
+  // reduce_split's merge as a reduce-scatter (CPL 16): at each of the first two levels the partners
+  // (lanes xor off) exchange half of their run -- the left lane (smaller edge indices) keeps the
+  // lower half, the right lane the upper -- and each adds the other's half in the tree's order (the
+  // same sums bit for bit, half the shuffles, and the epilogue spread over every lane of the group);
+  // further levels merge whole runs of 4. The lane's values end in acc[0, n), for the columns
+  // c0 + first ..; they are results in the lanes whose bits of the whole-run levels are all 0
+  // (writer). Every lane of the group must call this.
+  struct Run {
+    int first, n;
+    bool writer;
+  };
+  __device__ __forceinline__ static Run reduce_scatter(const QSpmmParams<I>& p, int64_t kb, int64_t ke, int64_t c0,
+                                                       bool ok, int64_t head, int Gc, int P, int sub,
+                                                       Acc (&acc)[CPL], int64_t (&arg)[CPL]) {
+    static_assert(CPL == 16, "runs of at least 4 values (one stochastic-rounding word each)");
+    init(acc, arg);
+    const int part = sub / Gc;
+    const int64_t n = ke - kb;
+    if (ok) reduce(p, kb + n * part / P, kb + n * (part + 1) / P, c0, head, acc, arg);
+    Run r{0, CPL, true};
+    const int G = Gc * P;
+    const unsigned mask = group_mask(G);
+    int off = Gc;
+#pragma unroll
+    for (int L = 0; L < 2; ++L) {
+      if (off >= G) break;
+      const int H = CPL >> (L + 1);
+      const bool left = (sub & off) == 0;
+#pragma unroll
+      for (int e = 0; e < CPL / 2; ++e) {
+        if (e >= H) break;
+        Acc keep = left ? acc[e] : acc[H + e];
+        const Acc o = shfl_xor(left ? acc[H + e] : acc[e], off, mask);
+        int64_t ka = -1, oa = -1;
+        if constexpr (Red::kHasArg) {
+          ka = left ? arg[e] : arg[H + e];
+          oa = static_cast<int64_t>(__shfl_xor_sync(mask, static_cast<long long>(left ? arg[H + e] : arg[e]), off));
+        }
+        Red::merge(keep, ka, o, oa, left);
+        acc[e] = keep;
+        arg[e] = ka;
+      }
+      if (!left) r.first += H;
+      r.n = H;
+      off <<= 1;
+    }
+    for (; off < G; off <<= 1) {  // whole runs (r.n == 4 here)
+      const bool left = (sub & off) == 0;
+#pragma unroll
+      for (int e = 0; e < CPL / 4; ++e) {
+        const Acc o = shfl_xor(acc[e], off, mask);
+        int64_t oa = -1;
+        if constexpr (Red::kHasArg) oa = static_cast<int64_t>(__shfl_xor_sync(mask, static_cast<long long>(arg[e]), off));
+        Red::merge(acc[e], arg[e], o, oa, left);
+      }
+      r.writer = r.writer && left;
+    }
+    return r;
+  }
+
+  // The float output of a run of reduce_scatter (n of the CPL values, from column col).
+  __device__ __forceinline__ static void write_run(const QSpmmParams<I>& p, int64_t row, int64_t col, int n,
+                                                   int64_t deg, const Acc (&acc)[CPL], const int64_t (&arg)[CPL]) {
+    const float s = __ldg(p.scale);
+    float* y = p.Y + row * p.C + col;
+#pragma unroll
+    for (int t = 0; t < CPL / 4; ++t) {
+      if (4 * t >= n) break;
+      float out[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) out[u] = qspmm_final<R>(acc[4 * t + u], deg, s);
+      if (p.y_vec) {
+        reinterpret_cast<float4*>(y)[t] = make_float4(out[0], out[1], out[2], out[3]);
+      } else {
+#pragma unroll
+        for (int u = 0; u < 4; ++u) y[4 * t + u] = out[u];
+      }
+    }
+    if constexpr (Red::kHasArg) {
+      if (p.arg != nullptr) {
+#pragma unroll
+        for (int e = 0; e < CPL; ++e)
+          if (e < n) p.arg[row * p.C + col + e] = deg == 0 ? -1 : arg[e];
       }
     }
   }
@@ -176,6 +263,32 @@ __device__ __forceinline__ float qspmm_write_q(const QOutParams& o, const float*
   return m;
 }
 
+// The OUT epilogue of a run of reduce_scatter (n of 16 values, from column col, a multiple of 4):
+// quantized and stored 4 values (one stochastic-rounding word) at a time; returns the absmax of what
+// this lane wrote (0 when it writes nothing).
+template <Reduce R, class Acc>
+__device__ __forceinline__ float qspmm_write_q_run(const QOutParams& o, const float* __restrict__ scale, int64_t C,
+                                                   int64_t row, int64_t col, int n, int64_t deg, const Acc (&acc)[16],
+                                                   bool writer) {
+  const float s = __ldg(scale);
+  float m = 0.0f;
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+    if (4 * t >= n) break;
+    float y[4];
+    int q[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      y[u] = writer ? qspmm_final<R>(acc[4 * t + u], deg, s) : 0.0f;
+      m = quant::absmax_combine(m, y[u]);
+    }
+    if (!writer) continue;
+    quantize_run<4>(o, row, col + 4 * t, C, y, q);
+    store_run<4>(o, row, col + 4 * t, C, q, 0);
+  }
+  return m;
+}
+
 // One group of G = Gc * P lanes per row; rows longer than hub_thr (> 0) are left to the hub pass.
 // OUT: the output is written quantized (delayed scale) and each block leaves its partial absmax
 // in p.work[blockIdx.y * gridDim.x + blockIdx.x].
@@ -197,6 +310,19 @@ qspmm_row_kernel(QSpmmParams<I> p, int Gc, int P, int64_t hub_thr) {
   const bool hub = hub_thr > 0 && k1 - k0 > hub_thr;
   Acc acc[CPL];
   int64_t arg[CPL];
+  if constexpr (CPL == 16) {  // results spread over the group's lanes (reduce_scatter)
+    const auto r = Ag::reduce_scatter(p, k0, hub ? k0 : k1, c0, ok, head, Gc, P, sub, acc, arg);
+    const bool writer = row < p.M && !hub && ok && r.writer;
+    if constexpr (OUT) {
+      __shared__ float smem[32];
+      float m = qspmm_write_q_run<R, Acc>(p.out, p.scale, p.C, row, c0 + r.first, r.n, k1 - k0, acc, writer);
+      m = block_absmax(m, smem);
+      if (threadIdx.x == 0) p.work[int64_t(blockIdx.y) * gridDim.x + blockIdx.x] = m;
+    } else {
+      if (writer) Ag::write_run(p, row, c0 + r.first, r.n, k1 - k0, acc, arg);
+    }
+    return;
+  }
   Ag::reduce_split(p, k0, hub ? k0 : k1, c0, ok, head, Gc, P, sub, acc, arg);  // every lane takes part
   const bool writer = row < p.M && !hub && ok && sub < Gc;
   if constexpr (OUT) {
@@ -317,9 +443,16 @@ qspmm_hub_out_kernel(const I* __restrict__ rowptr, HubGeometry g, int64_t C, con
   if (threadIdx.x == 0) work[s] = m;
 }
 
+int row_block_threads(int dflt);  // spmm.cu: GNNSPARSE_CUDA_ROW_BLOCK, else dflt
+
+// The plan, with the row kernel's grid for the block size in force (row_block_threads).
 inline QSpmmPlan qspmm_plan(const QSpmmArgs& a) {
   const int64_t C = a.X.C, D = C / a.H;
-  return plan_qspmm(a.A.M, a.A.nnz, C, a.A.max_degree, plan_cpl(a.X.bits, a.X.data, C, D), aligned16(a.Y));
+  QSpmmPlan p =
+      plan_qspmm(a.A.M, a.A.nnz, C, a.A.max_degree, plan_cpl(a.X.bits, a.X.data, C, D), aligned16(a.Y));
+  const int64_t groups = row_block_threads(QSpmmTuning::kRowBlockThreads) / (p.col_lanes * p.edge_parts);
+  p.row_blocks = (a.A.M + groups - 1) / groups;
+  return p;
 }
 
 // Partial maxima of an OUT launch: one per row-kernel block, then one per hub segment.
@@ -370,7 +503,7 @@ void launch_qspmm(const QSpmmArgs& a, cudaStream_t stream) {
       ws.end();
     }
     const dim3 grid(static_cast<unsigned>(plan.row_blocks), static_cast<unsigned>(plan.col_blocks));
-    qspmm_row_kernel<BITS, I, R, Acc, CPL, OUT><<<grid, QSpmmTuning::kBlockThreads, 0, stream>>>(
+    qspmm_row_kernel<BITS, I, R, Acc, CPL, OUT><<<grid, row_block_threads(QSpmmTuning::kRowBlockThreads), 0, stream>>>(
         p, plan.col_lanes, plan.edge_parts, plan.hub.row_limit());
     GS_LAUNCH_CHECK("qspmm_row_kernel");
     hs.join();

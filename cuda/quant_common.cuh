@@ -53,6 +53,32 @@ struct QVec {
       }
     }
   }
+  // Element e (0 <= e < CPL) as an exact float, without I2F (a quarter-rate conversion on sm_80 /
+  // sm_90: 12 of a lane's 16 int8 elements per edge took one, 2026-12-06): the element, biased to
+  // be non-negative, is placed in the low mantissa bits of 2^23 (one PRMT or LOP3) and 2^23 plus the
+  // bias subtracted (one FADD) -- the same float value as float(get(e)).
+  __device__ __forceinline__ float getf(int e) const {
+    constexpr unsigned kTwo23 = 0x4B000000u;  // the bits of 2^23
+    if constexpr (BITS == 8) {
+      constexpr float kBias = 8388608.0f + 128.0f;
+      if constexpr (CPL == 1) {
+        return __uint_as_float(kTwo23 | ((w[0] ^ 0x80u) & 0xFFu)) - kBias;
+      } else {
+        // byte (e & 3) of the sign-flipped word into byte 0, the bytes of 2^23 above it
+        const unsigned u = w[e >> 2] ^ 0x80808080u;
+        return __uint_as_float(__byte_perm(u, kTwo23, 0x7540u | unsigned(e & 3))) - kBias;
+      }
+    } else {
+      constexpr float kBias = 8388608.0f + 8.0f;
+      if constexpr (CPL == 1) {
+        return __uint_as_float(kTwo23 | (((w[0] >> (nib ? 4 : 0)) & 0xFu) ^ 0x8u)) - kBias;
+      } else {
+        // element e is nibble (e & 7) of word e >> 3 (see get)
+        const unsigned u = w[e >> 3] ^ 0x88888888u;
+        return __uint_as_float(kTwo23 | ((u >> (4 * (e & 7))) & 0xFu)) - kBias;
+      }
+    }
+  }
   // Element e (0 <= e < CPL) as an int.
   __device__ __forceinline__ int get(int e) const {
     if constexpr (BITS == 8) {
@@ -129,19 +155,24 @@ __device__ __forceinline__ float block_absmax(float v, float* smem) {
   return v;
 }
 
-// quant::quantize_value_sat with conversion instructions (floor by __float2int_rd, rint by
-// __float2int_rn, exact for |v| <= qmax + 1): the same q bit for bit.
+// quant::quantize_value_sat without conversion instructions (F2I / I2F run at a quarter of the
+// FMA rate on sm_80 / sm_90): floor and rint by one directed FADD of 1.5 * 2^23, whose sum has an
+// ulp of 1 for |v| <= 2^22 (here |v| <= qmax + 1), so the integer is exact in the low mantissa bits
+// and (sum - 1.5 * 2^23) is it as a float: the same q bit for bit.
 __device__ __forceinline__ int quantize_sat_fast(float x, float inv, int qmax, bool stoch, std::uint32_t w) {
+  constexpr float kMagic = 12582912.0f;   // 1.5 * 2^23
+  constexpr int kMagicBits = 0x4B400000;  // its bits
   float v = __fmul_rn(x, inv);
   const float lim = float(qmax + 1);
   v = v != v ? 0.0f : fminf(fmaxf(v, -lim), lim);
   int q;
   if (stoch) {
-    const int fl = __float2int_rd(v);
-    const float f = v - __int2float_rn(fl);
+    const float t = __fadd_rd(v, kMagic);  // 1.5 * 2^23 + floor(v)
+    const int fl = __float_as_int(t) - kMagicBits;
+    const float f = v - (t - kMagic);      // v - floor(v), exact
     q = quant::uniform24(w) < f ? fl + 1 : fl;
   } else {
-    q = __float2int_rn(v);
+    q = __float_as_int(__fadd_rn(v, kMagic)) - kMagicBits;  // rint(v), ties to even
   }
   return q > qmax ? qmax : (q < -qmax ? -qmax : q);
 }

@@ -343,6 +343,16 @@ spmm_row_kernel(const I* __restrict__ rowptr, const I* __restrict__ col,
   }
 }
 
+int env_choice(const char* name, std::initializer_list<int> allowed);  // panel.cu
+
+// GNNSPARSE_CUDA_ROW_BLOCK: the threads of a row-kernel block of the SpMM and the quantized SpMM
+// (64, 128 or 256; unset or "": `dflt`, the policy's), for the bench. A block stays resident until
+// its longest row is done, so on a skewed graph smaller blocks hold fewer idle warps.
+int row_block_threads(int dflt) {
+  const int v = env_choice("GNNSPARSE_CUDA_ROW_BLOCK", {64, 128, 256});
+  return v != 0 ? v : dflt;
+}
+
 template <class T, class I, Reduce R, int V, int TL>
 void launch_spmm(const SpmmPlan& p, const SpmmArgs& a, cudaStream_t stream) {
   using A = typename AccOf<T>::type;
@@ -371,8 +381,11 @@ void launch_spmm(const SpmmPlan& p, const SpmmArgs& a, cudaStream_t stream) {
     launch_hub_combine<Cmb>(p.hub, rp, ws, typename Cmb::Params{wsv, wsa, yp, a.arg, C}, hub);
     ws.end();
   }
-  const dim3 grid(static_cast<unsigned>(p.row_blocks), static_cast<unsigned>(p.col_blocks));
-  spmm_row_kernel<T, I, R, V, TL><<<grid, SpmmTuning::kBlockThreads, 0, stream>>>(
+  const int threads = row_block_threads(SpmmTuning::kRowBlockThreads);
+  const int64_t row_blocks = (M + threads / p.group - 1) / (threads / p.group);
+  check_grid("spmm", {row_blocks}, p.col_blocks);
+  const dim3 grid(static_cast<unsigned>(row_blocks), static_cast<unsigned>(p.col_blocks));
+  spmm_row_kernel<T, I, R, V, TL><<<grid, threads, 0, stream>>>(
       rp, cp, vp, xp, yp, a.arg, M, C, p.col_lanes, p.edge_parts, p.hub.row_limit());
   GS_LAUNCH_CHECK("spmm_row_kernel");
   hs.join();
