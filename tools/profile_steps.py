@@ -3,7 +3,7 @@
 
     python tools/profile_steps.py quant    # one quantized GCN layer step against the float32 layer
                                            # (n = 1M nodes, 10M edges, C = 128; peak memory, top kernels)
-    python tools/profile_steps.py models   # the GCN and GIN of examples/accelerate.py, PyG and
+    python tools/profile_steps.py models   # the GCN, GraphSAGE and GIN of examples/accelerate.py, PyG and
                                            # accelerated: ms / epoch, GPU time, top host-side ops
     python tools/profile_steps.py transformer  # TransformerConv 128 -> 4x32 forward + backward on a
                                            # random arxiv-sized graph, ours and PyG's: top GPU kernels
@@ -14,6 +14,11 @@
                                            # with what one training forward saves for the backward,
                                            # measured by saved_tensors_hooks on a scaled-down graph of
                                            # products' degree and widths (runs on the CPU too)
+    python tools/profile_steps.py epoch --size products  # `gnnsparse train`'s GCN epoch, float32 and
+                                           # int8, on a generated graph of that size (drawn on the GPU:
+                                           # synthetic_torch, another draw of the same model): ms / epoch,
+                                           # top kernels, each launch of the sparse kernels in order;
+                                           # --variant "GNNSPARSE_CUDA_HUB_FACTOR=8,..." compares settings
     python tools/profile_steps.py rss      # `train --model gcn --quant 8 --compare fp32` on a products-
                                            # like graph of --nodes nodes on the CPU: each run's peak RSS
                                            # (Linux; the peak is reset before each run)
@@ -99,9 +104,11 @@ def models():
     ex = runpy.run_path(os.path.join(ROOT, "examples", "accelerate.py"), run_name="example")
     dev = torch.device("cuda")
     gen = torch.Generator().manual_seed(0)
-    x, ei, y = ex["node_data"](169343, 1166243, 128, 40, dev, gen)
-    xb, eib, batch, yb = ex["graph_batch"](64, 30, 60, 128, 10, dev, gen)
-    cases = {"GCN": (ex["GCN"](128, 16, 40), (x, ei), y), "GIN": (ex["GIN"](128, 64, 10, 3), (xb, eib, batch, 64), yb)}
+    x, ei, y = ex["node_data"](169343, 1166243, 128, 7, dev, gen)
+    xb, eib, batch, yb = ex["graph_batch"](64, 30, 60, 128, 2, dev, gen)
+    # the models and widths of examples/accelerate.py
+    cases = {"GCN": (ex["GCN"](128, 16, 7), (x, ei), y), "GraphSAGE": (ex["SAGE"](128, 64, 7), (x, ei), y),
+             "GIN": (ex["GIN"](128, 32, 2, num_layers=3), (xb, eib, batch, 64), yb)}
     for name, (m, args, yy) in cases.items():
         m = m.to(dev)
         mm = copy.deepcopy(m)
@@ -116,7 +123,9 @@ def models():
                 opt.step()
 
             prof = _timed_profile(ep, f"{name} {tag}, per epoch", 20)
-            gpu = sum(k.self_device_time_total for k in prof.key_averages()) / 5
+            # kernels and copies only (key_averages' totals also count annotated ranges such as the
+            # optimizer step's, which double-counts their kernels)
+            gpu = sum(e.device_time_total for e in prof.events() if e.device_type.name == "CUDA") / 5
             print(f"GPU time / epoch {gpu / 1e3:.2f} ms (profiled)")
             print(_table(prof, "self_cpu_time_total", 25))
             print(_table(prof, "self_cuda_time_total", 15))
@@ -173,6 +182,59 @@ def memory(epochs=3, size="arxiv"):
             del net, opt, t
             gc.collect()
             torch.cuda.empty_cache()
+
+
+def epoch(size="arxiv", model="gcn", reps=5, runs=("float32", "int8"), variants=("",)):
+    """ms / epoch of `gnnsparse train`'s model, float32 and int8, on a generated graph of `size`,
+    once per variant ("NAME=VALUE,..." environment settings for the run, e.g. the CUDA tuning knobs;
+    "" = as set): the first variant also prints the top kernels and each sparse launch in order."""
+    from gnnsparse.train import data as tdata
+    from gnnsparse.train.loop import fresh_graph, initial_state, prepare
+    from gnnsparse.train.models import Net
+
+    dev = torch.device("cuda")
+    sizes = tdata.PRODUCTS if size == "products" else tdata.ARXIV
+    t1 = time.perf_counter()
+    nd = tdata.synthetic_torch(**sizes, seed=0, device=dev)
+    t0 = prepare(nd, dev, model, edge_index=False)
+    del nd
+    deg = torch.diff(t0["csr"].rowptr.to(torch.int64)).double()
+    q = torch.quantile(deg[: 1 << 24], torch.tensor([0.5, 0.9, 0.99, 0.999], dtype=torch.float64, device=dev))
+    print(f"graph of {size} size drawn and prepared in {time.perf_counter() - t1:.1f} s: {t0['csr'].shape[0]:,} nodes, "
+          f"{t0['csr'].nnz:,} stored edges; degree mean {deg.mean():.1f}, median / 90 / 99 / 99.9 % "
+          f"{' / '.join(f'{v:.0f}' for v in q.tolist())}, max {deg.max():.0f}")
+    init = initial_state(model, t0, 128, 4, 0, 0.5, None)
+    saved = dict(os.environ)
+    for vi, variant in enumerate(variants):
+        os.environ.clear()
+        os.environ.update(saved)
+        os.environ.update(dict(kv.split("=", 1) for kv in variant.split(",") if kv))
+        for run in runs:
+            quant = 8 if run == "int8" else None
+            t = fresh_graph(t0)
+            net = Net(model, "gnnsparse", t["x"].shape[1], 128, t["num_classes"], heads=4, dropout=0.5, quant=quant)
+            net.load_state_dict(init)
+            net = net.to(dev)
+            opt = torch.optim.Adam(net.parameters(), lr=0.01)
+
+            def ep(net=net, opt=opt, x=t["x"], y=t["y"], tr=t["train"], A=t["csr"]):
+                net.train()
+                opt.zero_grad(set_to_none=True)
+                F.cross_entropy(net(x, A).index_select(0, tr), y.index_select(0, tr)).backward()
+                opt.step()
+
+            prof = _timed_profile(ep, f"{model} {run}, {size}-sized, per epoch [{variant or 'defaults'}]", reps)
+            ev = [e for e in prof.events() if e.device_type.name == "CUDA"]
+            sparse = [e for e in ev if any(k in e.name for k in ("spmm", "sddmm", "fused", "hub", "segment"))]
+            print(f"GPU time / epoch {sum(e.device_time_total for e in ev) / 5e3:.2f} ms, sparse kernels "
+                  f"{sum(e.device_time_total for e in sparse) / 5e3:.2f} ms (profiled)")
+            if vi == 0:
+                print(_table(prof, "self_cuda_time_total", 16))
+                for e in sparse[: len(sparse) // 5]:  # the first profiled epoch's launches, in order
+                    print(f"  {e.device_time_total / 1e3:8.3f} ms  {e.name[:120]}")
+            del net, opt, t
+    os.environ.clear()
+    os.environ.update(saved)
 
 
 # products-sized generated graph (gnnsparse train --size products): nodes, stored edges, widths
@@ -340,9 +402,13 @@ def transformer(n=169_343, e=1_166_243):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("what", choices=("quant", "models", "memory", "transformer", "model", "rss"))
-    p.add_argument("--size", choices=("arxiv", "products"), default="arxiv", help="memory: the graph (default arxiv)")
+    p.add_argument("what", choices=("quant", "models", "memory", "transformer", "model", "rss", "epoch"))
+    p.add_argument("--size", choices=("arxiv", "products"), default="arxiv", help="memory, epoch: the graph (default arxiv)")
     p.add_argument("--nodes", type=int, default=300_000, help="rss: nodes of the products-like graph")
+    p.add_argument("--runs", default="float32,int8", help="epoch: which runs (float32, int8)")
+    p.add_argument("--reps", type=int, default=5, help="epoch: timed epochs per run")
+    p.add_argument("--variant", action="append", default=None,
+                   help='epoch: environment settings of one variant, "NAME=VALUE,..." (repeatable; default: as set)')
     a = p.parse_args()
     if a.what == "model":
         return model()
@@ -352,6 +418,8 @@ def main():
         raise SystemExit("needs a CUDA GPU")
     if a.what == "memory":
         return memory(size=a.size)
+    if a.what == "epoch":
+        return epoch(size=a.size, reps=a.reps, runs=tuple(a.runs.split(",")), variants=tuple(a.variant or ("",)))
     {"quant": quant, "models": models, "transformer": transformer}[a.what]()
 
 
