@@ -7,6 +7,8 @@
 #   OUT=/some/dir bash tools/gpu_run.sh "python $PWD/bench/percall.py --device cuda" "bench_cuda --suite graphs"
 #   OUT=/some/dir bash tools/gpu_run.sh "bash $PWD/tests/gpu/reliability.sh"   # sanitizers, determinism, scale
 #   REUSE=1 OUT=... bash tools/gpu_run.sh "..."   # a warm machine: keep the last call's compiled install
+#   (a wheel packed by tools/gpu_pack.sh into .xfer-wheel/, carried with the checkout, is unpacked
+#   and used first, unless REUSE=1 finds an install)
 #
 # Install: a wheel for this Python in .whl/ (made by tools/gpu_wheel.sh on another machine: saves
 # the GPU machine the CUDA compile) is installed with pip --no-deps --target; without one the
@@ -25,7 +27,14 @@ echo "== $(date -u +%FT%TZ) $(hostname): $(nvidia-smi --query-gpu=name,driver_ve
 t0=$SECONDS
 tag=$("$PY" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
 wheel=$(ls "$ROOT"/.whl/gnnsparse-*-"$tag"-*.whl 2>/dev/null | head -1)
-if [ "${REUSE:-0}" = 1 ] && [ -d "$SITE/gnnsparse" ]; then
+packed=$ROOT/.xfer-wheel/wheel.tar.xz
+if [ -f "$packed" ] && ! { [ "${REUSE:-0}" = 1 ] && [ -d "$SITE/gnnsparse" ]; }; then
+  # the wheel as an xz tarball of its tree (tools/gpu_pack.sh, carried with the checkout)
+  rm -rf "$SITE" && mkdir -p "$SITE" && tar -xJf "$packed" -C "$SITE" || exit 100
+  chmod +x "$SITE"/gnnsparse/bin/* 2>/dev/null
+  cp "$ROOT"/python/gnnsparse/*.py "$SITE/gnnsparse/" && cp -r "$ROOT"/python/gnnsparse/*/ "$SITE/gnnsparse/"
+  echo "== unpacked $(basename "$packed") (Python files from the working tree) in $((SECONDS - t0)) s"
+elif [ "${REUSE:-0}" = 1 ] && [ -d "$SITE/gnnsparse" ]; then
   # REUSE=1: a warm machine keeps the previous call's install; only the Python files are refreshed
   cp "$ROOT"/python/gnnsparse/*.py "$SITE/gnnsparse/" && cp -r "$ROOT"/python/gnnsparse/*/ "$SITE/gnnsparse/"
   echo "== reused the install in $SITE (Python files from the working tree)"
