@@ -293,8 +293,9 @@ __device__ __forceinline__ float qspmm_write_q_run(const QOutParams& o, const fl
 // OUT: the output is written quantized (delayed scale) and each block leaves its partial absmax
 // in p.work[blockIdx.y * gridDim.x + blockIdx.x].
 // Register budget of the row kernel: sum / mean with 4-byte accumulators at 16 values per lane in
-// at most 64 registers (4 blocks of 256 threads, 16 of 64), 72-78 without the cap, which spills
-// 16 bytes (int8) or nothing (int4) under it; int64 sums and max / min (56 bytes and more) uncapped.
+// at most 64 registers (4 blocks of 256 threads, 16 of 64), 72-78 without the cap (3 of 256, 12-14
+// of 64); under it int8 spills 16 bytes, int4 nothing; int64 sums and max / min (which would spill
+// 56 bytes and more) stay uncapped.
 template <Reduce R, class Acc, int CPL> constexpr int qspmm_row_min_blocks() {
   return (R == Reduce::sum || R == Reduce::mean) && sizeof(Acc) == 4 && CPL == 16 ? 4 : 1;
 }
