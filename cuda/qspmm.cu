@@ -289,9 +289,6 @@ __device__ __forceinline__ float qspmm_write_q_run(const QOutParams& o, const fl
   return m;
 }
 
-// One group of G = Gc * P lanes per row; rows longer than hub_thr (> 0) are left to the hub pass.
-// OUT: the output is written quantized (delayed scale) and each block leaves its partial absmax
-// in p.work[blockIdx.y * gridDim.x + blockIdx.x].
 // Register budget of the row kernel: sum / mean with 4-byte accumulators at 16 values per lane in
 // at most 64 registers (4 blocks of 256 threads, 16 of 64), 72-78 without the cap (3 of 256, 12-14
 // of 64); under it int8 spills 16 bytes, int4 nothing; int64 sums and max / min (which would spill
@@ -300,6 +297,9 @@ template <Reduce R, class Acc, int CPL> constexpr int qspmm_row_min_blocks() {
   return (R == Reduce::sum || R == Reduce::mean) && sizeof(Acc) == 4 && CPL == 16 ? 4 : 1;
 }
 
+// One group of G = Gc * P lanes per row; rows longer than hub_thr (> 0) are left to the hub pass.
+// OUT: the output is written quantized (delayed scale) and each block leaves its partial absmax
+// in p.work[blockIdx.y * gridDim.x + blockIdx.x].
 template <int BITS, class I, Reduce R, class Acc, int CPL, bool OUT>
 __global__ void __launch_bounds__(QSpmmTuning::kBlockThreads, (qspmm_row_min_blocks<R, Acc, CPL>()))
 qspmm_row_kernel(QSpmmParams<I> p, int Gc, int P, int64_t hub_thr) {
