@@ -28,20 +28,21 @@ t0=$SECONDS
 tag=$("$PY" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
 wheel=$(ls "$ROOT"/.whl/gnnsparse-*-"$tag"-*.whl 2>/dev/null | head -1)
 packed=$ROOT/.xfer-wheel/wheel.tar.xz
+# the Python layer comes from the working tree: a Python-only change needs no new wheel
+python_from_tree() { cp "$ROOT"/python/gnnsparse/*.py "$SITE/gnnsparse/" && cp -r "$ROOT"/python/gnnsparse/*/ "$SITE/gnnsparse/"; }
 if [ -f "$packed" ] && ! { [ "${REUSE:-0}" = 1 ] && [ -d "$SITE/gnnsparse" ]; }; then
   # the wheel as an xz tarball of its tree (tools/gpu_pack.sh, carried with the checkout)
   rm -rf "$SITE" && mkdir -p "$SITE" && tar -xJf "$packed" -C "$SITE" || exit 100
   chmod +x "$SITE"/gnnsparse/bin/* 2>/dev/null
-  cp "$ROOT"/python/gnnsparse/*.py "$SITE/gnnsparse/" && cp -r "$ROOT"/python/gnnsparse/*/ "$SITE/gnnsparse/"
+  python_from_tree
   echo "== unpacked $(basename "$packed") (Python files from the working tree) in $((SECONDS - t0)) s"
 elif [ "${REUSE:-0}" = 1 ] && [ -d "$SITE/gnnsparse" ]; then
   # REUSE=1: a warm machine keeps the previous call's install; only the Python files are refreshed
-  cp "$ROOT"/python/gnnsparse/*.py "$SITE/gnnsparse/" && cp -r "$ROOT"/python/gnnsparse/*/ "$SITE/gnnsparse/"
+  python_from_tree
   echo "== reused the install in $SITE (Python files from the working tree)"
 elif [ -n "$wheel" ]; then
   "$PY" -m pip install -q --no-deps --no-index --target "$SITE" "$wheel" || exit 100
-  # the Python layer comes from the working tree: a Python-only change needs no new wheel
-  cp "$ROOT"/python/gnnsparse/*.py "$SITE/gnnsparse/" && cp -r "$ROOT"/python/gnnsparse/*/ "$SITE/gnnsparse/"
+  python_from_tree
   echo "== installed $(basename "$wheel") (Python files from the working tree) in $((SECONDS - t0)) s"
 else
   GNNSPARSE_SYCL=OFF GNNSPARSE_CUDA_ARCHS=90 GNNSPARSE_BENCH=ON "$PY" -m pip install -q --no-deps \

@@ -131,12 +131,22 @@ def models():
             print(_table(prof, "self_cuda_time_total", 15))
 
 
+def _train_net(model, t, init, quant):
+    """`gnnsparse train`'s model (hidden 128, 4 heads, dropout 0.5; quant: None or the first layer's
+    bits) with the weights `init`, on t's device, and its Adam optimizer."""
+    from gnnsparse.train.models import Net
+
+    net = Net(model, "gnnsparse", t["x"].shape[1], 128, t["num_classes"], heads=4, dropout=0.5, quant=quant)
+    net.load_state_dict(init)
+    net = net.to(t["x"].device)
+    return net, torch.optim.Adam(net.parameters(), lr=0.01)
+
+
 def memory(epochs=3, size="arxiv"):
     import gc
 
     from gnnsparse.train import data as tdata
     from gnnsparse.train.loop import fresh_graph, initial_state, prepare
-    from gnnsparse.train.models import Net
 
     dev = torch.device("cuda")
     nd = tdata.products_like(0) if size == "products" else tdata.arxiv_like(0)
@@ -145,10 +155,7 @@ def memory(epochs=3, size="arxiv"):
         init = initial_state(model, t0, 128, 4, 0, 0.5, None)
         for quant in (None, 8):
             t = fresh_graph(t0)  # each run builds its own graph structures (as `gnnsparse train` does)
-            net = Net(model, "gnnsparse", t["x"].shape[1], 128, t["num_classes"], heads=4, dropout=0.5, quant=quant)
-            net.load_state_dict(init)
-            net = net.to(dev)
-            opt = torch.optim.Adam(net.parameters(), lr=0.01)
+            net, opt = _train_net(model, t, init, quant)
             x, y, tr = t["x"], t["y"], t["train"]
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
@@ -190,7 +197,6 @@ def epoch(size="arxiv", model="gcn", reps=5, runs=("float32", "int8"), variants=
     "" = as set): the first variant also prints the top kernels and each sparse launch in order."""
     from gnnsparse.train import data as tdata
     from gnnsparse.train.loop import fresh_graph, initial_state, prepare
-    from gnnsparse.train.models import Net
 
     dev = torch.device("cuda")
     sizes = tdata.PRODUCTS if size == "products" else tdata.ARXIV
@@ -212,10 +218,7 @@ def epoch(size="arxiv", model="gcn", reps=5, runs=("float32", "int8"), variants=
         for run in runs:
             quant = 8 if run == "int8" else None
             t = fresh_graph(t0)
-            net = Net(model, "gnnsparse", t["x"].shape[1], 128, t["num_classes"], heads=4, dropout=0.5, quant=quant)
-            net.load_state_dict(init)
-            net = net.to(dev)
-            opt = torch.optim.Adam(net.parameters(), lr=0.01)
+            net, opt = _train_net(model, t, init, quant)
 
             def ep(net=net, opt=opt, x=t["x"], y=t["y"], tr=t["train"], A=t["csr"]):
                 net.train()
