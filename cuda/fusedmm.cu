@@ -37,8 +37,9 @@ template <class A> __device__ __forceinline__ A exp_of(A x) { return exp(x); }
 // Z: the row operand held, the next batch's columns prefetched, the batch's U partial dots
 // finished by one transposed reduce-scatter, each lane set applying the edge function to its
 // edge and broadcasting the weight), edges (one for D == 0, the edge values alone: no Z gathers,
-// no aggregation).
-enum class FusedPath : int { generic, same, one, edges };
+// no aggregation), one_same (one with Y is Z and G >= 8: each gathered row feeds the score and the
+// sum, so 8 edges are in flight per group in the registers 4 took with two gathers).
+enum class FusedPath : int { generic, same, one, edges, one_same };
 
 // Online-softmax rescale factors of two states with maxima m and o merged into max(m, o).
 template <class A> __device__ __forceinline__ void merge_scales(A m, A o, A& mn, A& sa, A& sb) {
@@ -52,10 +53,11 @@ struct FusedAgent {
   using A = typename AccOf<T>::type;
   using VT = typename ValOf<T>::type;
   using Vec = VecT<T, V>;
-  static constexpr int U = FusedTuning::kUnroll;
+  static constexpr bool YZ = P == FusedPath::one_same;  // the one-vector walk, Y is Z
+  static constexpr int U = YZ ? FusedTuning::kUnrollSame : FusedTuning::kUnroll;
   static constexpr bool SM = row_softmax(EF);
   static constexpr bool SAME = P == FusedPath::same;
-  static constexpr bool ONE = P == FusedPath::one || P == FusedPath::edges;
+  static constexpr bool ONE = P == FusedPath::one || P == FusedPath::edges || YZ;
   static constexpr bool AGG = P != FusedPath::edges;  // Out is a sum over the row (D > 0)
   static_assert(!ONE || (OP == SddmmOp::dot && TL == 1), "the one-vector path is a dot with TL = 1");
 
@@ -264,7 +266,7 @@ struct FusedAgent {
     A s = base == 0 ? st.s : A(0);  // softmax: this lane set's part of the sum
     // the next batch's columns, loaded while this batch's rows are gathered (64-bit indices load
     // their own batch's: prefetched, they spilled at 80 registers)
-    constexpr bool kPrefetch = sizeof(I) == 4;
+    constexpr bool kPrefetch = sizeof(I) == 4 && !YZ;
     I jn[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) jn[u] = kPrefetch && u < n ? __ldg(colp + u) : I(0);
@@ -275,12 +277,12 @@ struct FusedAgent {
       for (int u = 0; u < U; ++u) j[u] = kPrefetch ? jn[u] : (k + u < n ? __ldg(colp + k + u) : I(0));
       const bool valid = k + base < n;
       const A own = valp != nullptr && valid ? static_cast<A>(__ldg(valp + k + base)) : A(1);
-      Vec y[U], z[U];
+      Vec y[U], z[U];  // YZ: z is y (F == D, one column block: c == f0, ok == fok)
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         if (k + u < n) {
           if (fok) y[u] = *reinterpret_cast<const Vec*>(yb + static_cast<int64_t>(j[u]) * ys);
-          if (AGG && ok) z[u] = *reinterpret_cast<const Vec*>(zb + static_cast<int64_t>(j[u]) * zs);
+          if (!YZ && AGG && ok) z[u] = *reinterpret_cast<const Vec*>(zb + static_cast<int64_t>(j[u]) * zs);
         }
       }
 #pragma unroll
@@ -321,7 +323,7 @@ struct FusedAgent {
       for (int u = 0; u < U; ++u)
         if (ok && k + u < n)
 #pragma unroll
-          for (int e = 0; e < V; ++e) st.acc[0][e] += wt[u] * to_acc<A>(z[u].v[e]);
+          for (int e = 0; e < V; ++e) st.acc[0][e] += wt[u] * to_acc<A>((YZ ? y[u] : z[u]).v[e]);
     }
     if constexpr (SM) {
       // the lane sets' parts of the sum, folded by a fixed tree (lower lane set = earlier edges)
@@ -385,7 +387,7 @@ struct FusedAgent {
 // indices; else 2.
 template <class T, class I, int TL, SddmmOp OP, FusedPath P> constexpr int fused_min_blocks() {
   if constexpr (TL != 1 || sizeof(T) == 8) return 1;
-  else if constexpr (sizeof(T) == 4 && (P == FusedPath::same || OP == SddmmOp::add ||
+  else if constexpr (sizeof(T) == 4 && (P == FusedPath::same || P == FusedPath::one_same || OP == SddmmOp::add ||
                                         ((P == FusedPath::one || P == FusedPath::edges) && sizeof(I) == 4)))
     return FusedTuning::kMinBlocks;
   else return FusedTuning::kMinBlocksWide;
@@ -662,6 +664,7 @@ void run_fused(const FusedArgs& f, cudaStream_t stream) {
       launch_fused<T, I, OP, EF, 1, TL2, FusedPath::generic>(p, f, stream);
     } else if (p.per_lane == 1) {
       if constexpr (OP == SddmmOp::dot) {
+        if (p.one_same) return launch_fused<T, I, OP, EF, V, 1, FusedPath::one_same>(p, f, stream);
         if (p.same) return launch_fused<T, I, OP, EF, V, 1, FusedPath::same>(p, f, stream);
         if (p.one && f.D == 0) return launch_fused<T, I, OP, EF, V, 1, FusedPath::edges>(p, f, stream);
         if (p.one) return launch_fused<T, I, OP, EF, V, 1, FusedPath::one>(p, f, stream);

@@ -547,6 +547,7 @@ struct FusedTuning {
   static constexpr int kBlockThreads = 256;
   static constexpr int kMaxVecsPerLane = 2;  // TL: D columns per lane, kMaxVecsPerLane * V at most
   static constexpr int kUnroll = 4;          // edges in flight per group
+  static constexpr int kUnrollSame = 8;      // the same, one-vector walk with Y is Z (one gather per edge)
   static constexpr int kMinBlocks = 3;       // fp32, TL = 1, add or Y is Z: >= 24 warps per SM
   static constexpr int kMinBlocksWide = 2;   // fp32 dot, 16-bit, TL = 1: >= 16
   static constexpr int64_t kWarpRowMin = 32; // longer rows get a whole warp
@@ -557,6 +558,8 @@ struct FusedPlan {
   int per_lane = 1;  // TL
   bool same = false; // Y is Z: one gather per edge
   bool one = false;  // dot, Y != Z, TL = 1, F in one vector per lane (G >= kUnroll): the one-vector path
+  bool one_same = false;  // same, with F in one vector per lane (G >= kUnrollSame): the one-vector path
+                          // whose gathered row feeds both products
   int64_t col_blocks = 1;
   SegmentPlan hub;  // hub pass (hub.seg == 0: none)
   int64_t row_blocks = 0;
@@ -581,6 +584,7 @@ inline FusedPlan plan_fused(int64_t M, int64_t nnz, int64_t H, int64_t F, int64_
   p.same = y_is_z && !add && F == D && p.col_blocks == 1 && fv <= int64_t(p.group) * p.per_lane;
   p.one = allow_one && !add && !p.same && p.vec > 1 && p.per_lane == 1 && fv <= p.group &&
           p.group >= FusedTuning::kUnroll;
+  p.one_same = allow_one && p.same && p.vec > 1 && p.per_lane == 1 && p.group >= FusedTuning::kUnrollSame;
   p.hub = plan_segments(M, nnz, max_deg, SegmentTuning::kMinSegment, H * (D + 2));
   const int64_t groups_per_block = FusedTuning::kBlockThreads / p.group;
   p.row_blocks = (M * H + groups_per_block - 1) / groups_per_block;
