@@ -15,12 +15,18 @@
 
 #include "gnnsparse/ops.hpp"
 
+// A failed call also leaves its error as the runtime's last error: cleared before the throw (a
+// non-sticky error such as a failed cudaMallocAsync), or the next op's GS_LAUNCH_CHECK would report
+// it as its own launch failure ("launch of segment_map_kernel failed: out of memory" once memory was
+// back, seen in the GPU suite 2026-12-06).
 #define GS_CUDA_CHECK(expr)                                                                    \
   do {                                                                                         \
     cudaError_t gs_err_ = (expr);                                                              \
-    if (gs_err_ != cudaSuccess)                                                                \
+    if (gs_err_ != cudaSuccess) {                                                              \
+      (void)cudaGetLastError();                                                                \
       throw std::runtime_error(std::string("gnnsparse cuda: ") + #expr + " failed: " +         \
                                cudaGetErrorString(gs_err_));                                   \
+    }                                                                                          \
   } while (0)
 #define GS_LAUNCH_CHECK(name)                                                                  \
   do {                                                                                         \

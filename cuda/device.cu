@@ -24,9 +24,11 @@ std::string device_name(int device) {
                                 " out of range (" + std::to_string(n) + " devices)");
   cudaDeviceProp prop{};
   const cudaError_t e = cudaGetDeviceProperties(&prop, device);
-  if (e != cudaSuccess)
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();  // as GS_CUDA_CHECK: the next call starts clean
     throw std::runtime_error(std::string("gnnsparse cuda: cudaGetDeviceProperties failed: ") +
                              cudaGetErrorString(e));
+  }
   return prop.name;
 }
 
