@@ -371,19 +371,18 @@ class _ReluDropout(torch.autograd.Function):
     @staticmethod
     def forward(ctx, h, p):
         keep = h > 0
-        if p > 0:  # the dropout mask, drawn as bytes (not a float32 tensor of uniforms)
-            keep &= torch.empty(h.shape, dtype=torch.uint8, device=h.device).bernoulli_(1.0 - p).bool()
+        if p > 0:  # the dropout mask, drawn as booleans (not a float32 tensor of uniforms)
+            keep &= torch.empty(h.shape, dtype=torch.bool, device=h.device).bernoulli_(1.0 - p)
         scale = 1.0 / (1.0 - p)
         ctx.save_for_backward(keep)
         ctx.scale = scale
-        out = h * keep
-        return out.mul_(scale) if p > 0 else out
+        # h * keep * scale in one pass (dropout's own masked scale; bitwise h * keep then * scale)
+        return torch.ops.aten.native_dropout_backward(h, keep, scale)
 
     @staticmethod
     def backward(ctx, g):
         (keep,) = ctx.saved_tensors
-        d = g * keep
-        return (d.mul_(ctx.scale) if ctx.scale != 1.0 else d), None
+        return torch.ops.aten.native_dropout_backward(g, keep, ctx.scale), None
 
 
 def relu_dropout(h: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
