@@ -39,6 +39,21 @@ def test_arxiv_sizes_are_arxiv_like():
     assert 0.3 < same < 0.8  # homophilous, not strictly
 
 
+def test_products_graph_is_drawn_on_the_gpu_when_training_there(monkeypatch):
+    # --size products on a CUDA device draws the graph there (synthetic_torch, seconds) instead of
+    # NumPy's two minutes; elsewhere NumPy's draw. The generators are stubbed: only the routing is checked.
+    calls = []
+    monkeypatch.setattr(D, "synthetic", lambda **kw: calls.append(("numpy", kw)) or "numpy-graph")
+    monkeypatch.setattr(D, "synthetic_torch", lambda **kw: calls.append(("torch", kw)) or "torch-graph")
+    assert D.products_like(3) == "numpy-graph"
+    assert D.products_like(3, torch.device("cpu")) == "numpy-graph"
+    assert D.products_like(3, torch.device("cuda", 1)) == "torch-graph"
+    assert D.products_like(3, "cuda") == "torch-graph"
+    assert [c[0] for c in calls] == ["numpy", "numpy", "torch", "torch"]
+    kw = calls[2][1]
+    assert kw["seed"] == 3 and str(kw["device"]) == "cuda:1" and kw["num_nodes"] == D.PRODUCTS["num_nodes"]
+
+
 def test_npz_loader(tmp_path):
     d = D.quick(0)
     p = tmp_path / "g.npz"

@@ -9,6 +9,7 @@
                                            # random arxiv-sized graph, ours and PyG's: top GPU kernels
     python tools/profile_steps.py memory   # `gnnsparse train`'s GCN / GAT, float32 and int8, on the
                                            # arxiv-sized graph: peak memory of each phase of an epoch
+                                           # (--size products: drawn on the GPU; --model gcn|gat)
     python tools/profile_steps.py model    # the per-tensor bytes model of the products-sized GCN's
                                            # peak (float32, int8 before / after issue 21's memory work),
                                            # with what one training forward saves for the backward,
@@ -142,15 +143,15 @@ def _train_net(model, t, init, quant):
     return net, torch.optim.Adam(net.parameters(), lr=0.01)
 
 
-def memory(epochs=3, size="arxiv"):
+def memory(epochs=3, size="arxiv", models=None):
     import gc
 
     from gnnsparse.train import data as tdata
     from gnnsparse.train.loop import fresh_graph, initial_state, prepare
 
     dev = torch.device("cuda")
-    nd = tdata.products_like(0) if size == "products" else tdata.arxiv_like(0)
-    for model in ("gcn",) if size == "products" else ("gcn", "gat"):
+    nd = tdata.products_like(0, dev) if size == "products" else tdata.arxiv_like(0)
+    for model in models or (("gcn",) if size == "products" else ("gcn", "gat")):
         t0 = prepare(nd, dev, model, edge_index=False)
         init = initial_state(model, t0, 128, 4, 0, 0.5, None)
         for quant in (None, 8):
@@ -410,6 +411,8 @@ def main():
     p.add_argument("--nodes", type=int, default=300_000, help="rss: nodes of the products-like graph")
     p.add_argument("--runs", default="float32,int8", help="epoch: which runs (float32, int8)")
     p.add_argument("--reps", type=int, default=5, help="epoch: timed epochs per run")
+    p.add_argument("--model", choices=("gcn", "gat"), default=None,
+                   help="memory, epoch: the model (default: epoch gcn; memory gcn and gat, products gcn)")
     p.add_argument("--variant", action="append", default=None,
                    help='epoch: environment settings of one variant, "NAME=VALUE,..." (repeatable; default: as set)')
     a = p.parse_args()
@@ -420,9 +423,9 @@ def main():
     if not torch.cuda.is_available():
         raise SystemExit("needs a CUDA GPU")
     if a.what == "memory":
-        return memory(size=a.size)
+        return memory(size=a.size, models=(a.model,) if a.model else None)
     if a.what == "epoch":
-        return epoch(size=a.size, reps=a.reps, runs=tuple(a.runs.split(",")), variants=tuple(a.variant or ("",)))
+        return epoch(size=a.size, model=a.model or "gcn", reps=a.reps, runs=tuple(a.runs.split(",")), variants=tuple(a.variant or ("",)))
     {"quant": quant, "models": models, "transformer": transformer}[a.what]()
 
 

@@ -183,9 +183,13 @@ def arxiv_like(seed: int = 0) -> NodeData:
     return synthetic(**ARXIV, seed=seed, name="arxiv-sized SBM")
 
 
-def products_like(seed: int = 0) -> NodeData:
-    """An ogbn-products-sized graph of the same model (about 120 M stored edges; a minute or so to
-    generate on one core): the multi-GPU scaling workload."""
+def products_like(seed: int = 0, device=None) -> NodeData:
+    """An ogbn-products-sized graph of the same model (about 120 M stored edges): with NumPy about two
+    minutes on one core; with `device` a CUDA device (torch.device or its name), drawn there by
+    `synthetic_torch` in seconds -- another draw of the same model, so the CPU and GPU graphs of a
+    seed differ (the GPU draw is deterministic for its seed)."""
+    if device is not None and str(device).startswith("cuda"):
+        return synthetic_torch(**PRODUCTS, seed=seed, device=device, name="products-sized SBM (drawn on the GPU)")
     return synthetic(**PRODUCTS, seed=seed, name="products-sized SBM")
 
 
