@@ -358,7 +358,7 @@ def rss(nodes=300_000, epochs=3):
             return next(int(line.split()[1]) * 1024 for line in f if line.startswith(key))
 
     P = tdata.PRODUCTS
-    tdata.products_like = lambda seed=0: tdata.synthetic(
+    tdata.products_like = lambda seed=0, device=None: tdata.synthetic(
         nodes, int(P["num_edges"] * nodes / P["num_nodes"]), P["num_features"], P["num_classes"], seed=seed,
         name=f"products-like, {nodes:,} nodes")
     orig, out = loop.run_once, []
