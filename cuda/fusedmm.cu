@@ -6,8 +6,9 @@
 // group computes the score (lanes split F, butterfly sum, so every lane holds it; the row operand
 // X[i] is held in registers when it fits one vector per lane), applies the edge function and
 // accumulates w * Z[j, h, cols] into its registers (TL vectors per lane). When Y is Z (and F ==
-// D) the gathered row feeds both. A dot whose F is one vector per lane (TL = 1, Y != Z) takes the
-// one-vector walk (FusedAgent::run_one: the batch's dots finished by one transposed
+// D) the gathered row feeds both. A dot whose F is one vector per lane (TL = 1) takes the
+// one-vector walk (with Y is Z: FusedPath::one_same, 8 edges per batch and one gather each;
+// FusedAgent::run_one: the batch's dots finished by one transposed
 // reduce-scatter, one edge per lane set, the weights broadcast; its rows longer than kWarpRowMin
 // go to fused_long_rows_kernel; with D == 0, its edges form, FusedPath::edges, computes the edge
 // values alone: the recompute pass of FusedMM's backward). Row softmax is done in one pass with
@@ -236,9 +237,11 @@ struct FusedAgent {
     }
   }
 
-  // The one-vector path of run (P == one; G >= U): lane sub owns F's vector sub (x, held) and D's
-  // vector at column c. Per batch of U edges: the next batch's columns are loaded while this
-  // batch's U rows of Y and U rows of Z are in flight (Z's do not wait on the scores), the U
+  // The one-vector path of run (P == one, edges or one_same; G >= U): lane sub owns F's vector sub
+  // (x, held) and D's vector at column c. Per batch of U edges: with 32-bit indices of P == one /
+  // edges the next batch's columns are loaded while this batch's U rows of Y and U rows of Z are in
+  // flight (Z's do not wait on the scores); P == one_same (Y is Z, F == D, c == f0) gathers only the
+  // U = 8 rows of Y, each feeding its dot and its sum, and loads the batch's columns first. The U
   // partial dots are finished by one transposed reduce-scatter (lane set u holds edge k + u), each
   // lane set applies the edge function to its own edge (one exp per lane and batch; softmax: the
   // batch's max over the lane sets first, then one rescale per batch), writes its edge of E and
@@ -264,8 +267,8 @@ struct FusedAgent {
     const VT* __restrict__ valp = a.val != nullptr ? a.val + k0 : nullptr;
     T* __restrict__ ep = a.E != nullptr && blockIdx.y == 0 && sub % span == 0 ? a.E + k0 * a.H + h : nullptr;
     A s = base == 0 ? st.s : A(0);  // softmax: this lane set's part of the sum
-    // the next batch's columns, loaded while this batch's rows are gathered (64-bit indices load
-    // their own batch's: prefetched, they spilled at 80 registers)
+    // the next batch's columns, loaded while this batch's rows are gathered (64-bit indices and
+    // one_same's 8-edge batches load their own batch's: prefetched, they cost 8-16 registers more)
     constexpr bool kPrefetch = sizeof(I) == 4 && !YZ;
     I jn[U];
 #pragma unroll

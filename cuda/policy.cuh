@@ -542,7 +542,9 @@ inline SddmmPlan plan_sddmm(int64_t M, int64_t nnz, int64_t H, int64_t F, int64_
 // vector per lane with TL = 1 (and G >= kUnroll) takes the one-vector walk (`one`): the row
 // operand held, the next batch's columns prefetched, the batch's kUnroll dots finished by one
 // transposed reduce-scatter and the weights broadcast, so that it compiles to 80 registers (24
-// warps; the generic walk: 112, 16 warps); its long rows go to a kernel of their own.
+// warps; the generic walk: 112, 16 warps); its long rows go to a kernel of their own. With Y is Z
+// and G >= kUnrollSame the same walk gathers each row once for both products and holds 8 edges
+// per batch (`one_same`).
 struct FusedTuning {
   static constexpr int kBlockThreads = 256;
   static constexpr int kMaxVecsPerLane = 2;  // TL: D columns per lane, kMaxVecsPerLane * V at most
