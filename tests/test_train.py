@@ -39,6 +39,21 @@ def test_arxiv_sizes_are_arxiv_like():
     assert 0.3 < same < 0.8  # homophilous, not strictly
 
 
+def test_torch_draw_is_seeded_symmetric_and_homophilous():
+    # synthetic_torch (the GPU draw of --size products), here on the CPU at a small size: the same
+    # model as synthetic, bitwise the same graph for a seed, both directions, no loops
+    a = D.synthetic_torch(20_000, 100_000, 16, 7, seed=1, device="cpu")
+    b = D.synthetic_torch(20_000, 100_000, 16, 7, seed=1, device="cpu")
+    for f in ("edge_index", "x", "y", "train_idx"):
+        np.testing.assert_array_equal(getattr(a, f), getattr(b, f))
+    ei = a.edge_index
+    assert (ei[0] != ei[1]).all() and 150_000 < ei.shape[1] <= 200_000
+    pairs = set(map(tuple, ei.T.tolist()))
+    assert len(pairs) == ei.shape[1] and all((d, s) in pairs for s, d in pairs)
+    assert 0.3 < (a.y[ei[0]] == a.y[ei[1]]).mean() < 0.8
+    assert not np.array_equal(D.synthetic_torch(20_000, 100_000, 16, 7, seed=2, device="cpu").edge_index, ei)
+
+
 def test_products_graph_is_drawn_on_the_gpu_when_training_there(monkeypatch):
     # --size products on a CUDA device draws the graph there (synthetic_torch, seconds) instead of
     # NumPy's two minutes; elsewhere NumPy's draw. The generators are stubbed: only the routing is checked.

@@ -118,7 +118,8 @@ def synthetic_torch(num_nodes: int, num_edges: int, num_features: int, num_class
                     degree_tail: float = 2.2, name: Optional[str] = None, numpy: bool = True) -> NodeData:
     """The model of `synthetic`, drawn with torch on `device` (a GPU draws a products-sized graph in
     seconds; NumPy takes minutes). Its random streams differ from `synthetic`'s, so the graph is
-    another draw of the same model; deterministic for a seed and device type. NumPy arrays, or
+    another draw of the same model; deterministic for a seed on a given device model (torch's CUDA
+    generator sizes its launch by the GPU, so two GPU models may draw different graphs). NumPy arrays, or
     with numpy=False edge_index, x and y as torch tensors left on the device (the split is NumPy)."""
     import torch
 
@@ -144,7 +145,9 @@ def synthetic_torch(num_nodes: int, num_edges: int, num_features: int, num_class
     th_sorted = theta[order]
     cum_in = torch.cumsum(th_sorted, 0)
     base = torch.cat([th_sorted.new_zeros(1), cum_in])[start]
-    tot = torch.zeros(C, **f64).index_add_(0, cls, theta)
+    # per-class totals from the class-sorted cumulative sum (index_add_ of float64 on CUDA uses
+    # atomics: its last bits could differ run to run and move a searchsorted boundary)
+    tot = torch.cat([th_sorted.new_zeros(1), cum_in])[start + counts] - base
     cum_all = torch.cumsum(theta, 0)
     u = torch.searchsorted(cum_all, rand(m) * cum_all[-1], right=True).clamp_(max=n - 1)
     same = rand(m) < homophily
@@ -187,9 +190,15 @@ def products_like(seed: int = 0, device=None) -> NodeData:
     """An ogbn-products-sized graph of the same model (about 120 M stored edges): with NumPy about two
     minutes on one core; with `device` a CUDA device (torch.device or its name), drawn there by
     `synthetic_torch` in seconds -- another draw of the same model, so the CPU and GPU graphs of a
-    seed differ (the GPU draw is deterministic for its seed)."""
+    seed differ (the GPU draw is deterministic for its seed on a given GPU model). `gnnsparse train
+    --nproc N` draws with NumPy on every rank, so its graph is the CPU one."""
     if device is not None and str(device).startswith("cuda"):
-        return synthetic_torch(**PRODUCTS, seed=seed, device=device, name="products-sized SBM (drawn on the GPU)")
+        import torch
+
+        d = synthetic_torch(**PRODUCTS, seed=seed, device=device, name="products-sized SBM (drawn on the GPU)")
+        torch.cuda.empty_cache()  # the draw's scratch (GBs) back to the driver: the kernels' own
+        return d                  # workspaces (cudaMallocAsync) cannot use torch's cache
+
     return synthetic(**PRODUCTS, seed=seed, name="products-sized SBM")
 
 
