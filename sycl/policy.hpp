@@ -10,6 +10,8 @@
 //                   at a time with the X slice in registers; ONE_HEAD: kept across a row)
 //   sddmm_csr       add (dot only where sub-groups are 1 wide): a work-item per (edge, head)
 //   fusedmm_csr_sg  lanes over D, V features per lane, ntiles tiles of SG * V
+//   fusedmm_dot_rows_sg  dot, one head, F = NF * SG (CPU devices): runs of `rows` rows, the
+//                   scores of SG edges (across row ends) by one transpose-reduce, lanes over D
 //   spmm_heads_sg / spmm_heads_narrow  spmm_csr_sg / spmm_csr_narrow's schedules over the H * D
 //                   columns of a row, each column weighted by its head's W[k, h]
 //   gatv2_scores_sg / gatv2_grad_sg  a sub-group per (row, head), lanes over the head's channels
@@ -192,14 +194,43 @@ inline Launch sddmm_launch(const DeviceCaps &c, const SddmmArgs &a) {
   return l;
 }
 
-// Preconditions: M > 0, H > 0.
-inline Launch fusedmm_launch(const DeviceCaps &c, const FusedArgs &a) {
+// Widths of fusedmm_dot_rows_sg: F = NF * SG for NF = 1, 2, 4 (else 0).
+inline constexpr int kMaxFusedNF = 4;
+inline int fused_dot_nf(long sg, long F) {
+  const int nf = sddmm_dot_nf(sg, F);
+  return nf <= kMaxFusedNF ? nf : 0;
+}
+
+// Rows per sub-group of fusedmm_dot_rows_sg: about 8 batches of SG edges at the mean degree, at
+// most 64 rows, fewer when that would leave under 64 sub-groups per compute unit (as
+// spmm_rows_per_subgroup).
+inline long fused_rows_per_subgroup(const DeviceCaps &c, long M, long nnz, long sg) {
+  const long want = 64 * long(std::max<std::size_t>(c.compute_units, 1));
+  const long mean = std::max(1L, nnz / std::max(1L, M));
+  long r = 1;
+  while (r < 64 && r * 2 * mean <= 8 * sg) r *= 2;
+  while (r > 1 && M / r < want) r /= 2;
+  return r;
+}
+
+// Preconditions: M > 0, H > 0. CPU devices, dot with one head and F = NF * SG: fusedmm_dot_rows_sg
+// (whatever D, so the edge values of D = 0 and D > 0 are the same bits); else, or without
+// rows_walk (GNNSPARSE_SYCL_FUSEDMM=sg, sycl/fusedmm.cpp), fusedmm_csr_sg. Measured on the OpenCL
+// CPU device (2 cores, 2026-12-06, docs/performance.md): 1.4-2.1x fusedmm_csr_sg.
+inline Launch fusedmm_launch(const DeviceCaps &c, const FusedArgs &a, bool rows_walk = true) {
   const int sg = int(c.preferred_sg);
   Launch l;
   int V;
   feature_tiles(sg, a.D, V, l.ntiles);
-  l.inst = Instance::of(Kernel::fusedmm_sg, a.dtype, a.A.itype, a.op, a.edge, a.A.val != nullptr, sg, V);
-  l.global = std::size_t(a.A.M * a.H * l.ntiles) * sg;
+  const int nf = rows_walk && c.cpu && sg >= 2 && a.op == SddmmOp::dot && a.H == 1 ? fused_dot_nf(sg, long(a.F)) : 0;
+  if (nf > 0) {
+    l.inst = Instance::of(Kernel::fusedmm_dot_rows, a.dtype, a.A.itype, sg, nf, V);
+    l.rows = fused_rows_per_subgroup(c, long(a.A.M), long(a.A.nnz), sg);
+    l.global = std::size_t((a.A.M + l.rows - 1) / l.rows * l.ntiles) * sg;
+  } else {
+    l.inst = Instance::of(Kernel::fusedmm_sg, a.dtype, a.A.itype, a.op, a.edge, a.A.val != nullptr, sg, V);
+    l.global = std::size_t(a.A.M * a.H * l.ntiles) * sg;
+  }
   finish(c, l);
   return l;
 }
@@ -377,6 +408,9 @@ void for_each_portable_instance(int sg, F &&f) {
         for (EdgeFn e : kEdgeFns)
           for (bool w : {false, true})
             for (int V = 1; V <= kMaxV; V *= 2) f(Instance::of(Kernel::fusedmm_sg, t, i, op, e, w, sg, V));
+      if (sg >= 2)
+        for (int nf = 1; nf <= kMaxFusedNF; nf *= 2)
+          for (int V = 1; V <= kMaxV; V *= 2) f(Instance::of(Kernel::fusedmm_dot_rows, t, i, sg, nf, V));
     }
 }
 

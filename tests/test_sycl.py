@@ -189,6 +189,50 @@ def test_fusedmm(rng, edge, op, weighted):
     assert np.array_equal(only, out)  # writing the edges does not change the result
 
 
+@pytest.mark.parametrize("F", [16, 32, 64])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+def test_fusedmm_dot_rows_walk(rng, monkeypatch, F, dtype, index_dtype):
+    """Dot with one head and F = 16 / 32 / 64 takes fusedmm_dot_rows_sg on the CPU device (runs of rows,
+    batches of 16 edges across row ends); GNNSPARSE_SYCL_FUSEDMM=sg forces fusedmm_csr_sg. Both against
+    the oracle for every edge function, with and without values, at D = 1, 11, F, 48 and 130 (two
+    feature tiles), empty rows (the first and the last too), a row of 300 entries; poisoned outputs;
+    edge values of D = 0 bitwise those of D > 0; bitwise repeats."""
+    M, K = 301, 97
+    for weighted in (True, False):
+        A = random_csr(rng, M, K, mean_deg=5, hub=300, weighted=weighted, index_dtype=index_dtype, dtype=dtype)
+        rp = np.array(A.rowptr, np.int64)
+        rowptr = np.concatenate([[0], rp[:-1], [rp[-1]]])  # an empty first row and an empty last row
+        A = gs.CSR(rowptr.astype(index_dtype), A.col, A.val, (M + 1, K))
+        X = (rng.standard_normal((M + 1, F)) * 0.3).astype(dtype)
+        Y = (rng.standard_normal((K, F)) * 0.3).astype(dtype)
+        Zw = rng.standard_normal((K, 130)).astype(dtype)
+        for edge in ("none", "leaky_relu", "exp", "softmax", "leaky_relu_softmax"):
+            E0 = None
+            for D in (0, 1, 11, F, 48, 130):
+                Z = np.ascontiguousarray(Zw[:, :D])
+                for mode in ("auto", "sg"):
+                    monkeypatch.setenv("GNNSPARSE_SYCL_FUSEDMM", mode)
+                    out, E = gs.fusedmm(A, X, Y, Z, op="dot", edge=edge, slope=0.1, return_edges=True)
+                    out, E = np.asarray(out), np.asarray(E)
+                    want_out, want_e = ref.fusedmm(A, X, Y, Z, op="dot", edge=edge, slope=0.1, return_edges=True)
+                    # float32: sums of up to 300 terms (exp: large weights), bounded relative to the magnitude
+                    tol = TOL[dtype] if dtype == np.float64 else dict(rtol=1e-4, atol=1e-5)
+                    np.testing.assert_allclose(E, want_e, **{**tol, "atol": tol["atol"] * max(1, abs(want_e).max())})
+                    if D:
+                        scale = max(1, abs(want_out).max())
+                        np.testing.assert_allclose(out, want_out, **{**tol, "atol": tol["atol"] * scale})
+                    if mode == "auto":
+                        if E0 is None:
+                            E0 = E
+                        assert np.array_equal(E, E0), f"edge values of D = {D} differ from D = 0's"
+                        again = gs.fusedmm(A, X, Y, Z, op="dot", edge=edge, slope=0.1, return_edges=True)
+                        assert np.array_equal(np.asarray(again[0]), out) and np.array_equal(np.asarray(again[1]), E)
+    monkeypatch.setenv("GNNSPARSE_SYCL_FUSEDMM", "fast")
+    with pytest.raises(ValueError, match="GNNSPARSE_SYCL_FUSEDMM"):
+        gs.fusedmm(A, X, Y, Zw[:, :F].copy(), op="dot")
+
+
 def test_fusedmm_single_head_2d(rng):
     A = random_csr(rng, 30, 20)
     X, Y, Z = (rng.standard_normal(s).astype(np.float64) for s in ((30, 5), (20, 5), (20, 7)))

@@ -7,6 +7,7 @@
 #include <sycl/group_barrier.hpp>
 
 #include "common.hpp"
+#include "sddmm.hpp"  // transpose_reduce
 
 namespace gnnsparse {
 
@@ -29,6 +30,25 @@ inline T sg_score(const sycl::sub_group &sg, long lane, const T *X, const T *Y, 
     for (long f = lane; f < F; f += SG) part += x[f] * y[f];
     return sycl::reduce_over_group(sg, part, sycl::plus<T>());
   }
+}
+
+// One edge of a row softmax computed online: score w into the running max m and sum s, the
+// accumulators rescaled when the max grows; returns the edge's weight exp(w - m). fmax skips a NaN
+// score, and every score goes through exp(w - m), so a NaN, or an infinity that makes w - m NaN,
+// turns the row NaN as exp(e - max(e)) does (ops.hpp).
+template <typename T, int V>
+inline T online_softmax(T w, T &m, T &s, T (&acc)[V]) {
+  const T mn = sycl::fmax(m, w);
+  if (mn != m) {
+    const T scale = sycl::exp(m - mn);
+    s *= scale;
+#pragma unroll
+    for (int v = 0; v < V; ++v) acc[v] *= scale;
+    m = mn;
+  }
+  const T p = sycl::exp(w - m);
+  s += p;
+  return p;
 }
 
 template <typename T, typename I, SddmmOp OP, EdgeFn EF, bool W, int SG, int V>
@@ -54,20 +74,7 @@ void fusedmm_csr_sg(const I *rowptr, const I *col, const T *val, const T *X, con
     if constexpr (EF == EdgeFn::leaky_relu_softmax) w = w > T(0) ? w : slope * w;
     const T raw = w;  // softmax: the score E keeps until the second pass
     if constexpr (row_softmax(EF)) {
-      // online softmax: m is the running max (fmax skips a NaN score), and every score goes through
-      // exp(w - m), so a NaN, or an infinity that makes w - m NaN, turns the row NaN as
-      // exp(e - max(e)) does (ops.hpp)
-      const T mn = sycl::fmax(m, w);
-      if (mn != m) {
-        const T scale = sycl::exp(m - mn);
-        s *= scale;
-#pragma unroll
-        for (int v = 0; v < V; ++v) acc[v] *= scale;
-        m = mn;
-      }
-      const T p = sycl::exp(w - m);
-      s += p;
-      w = p;
+      w = online_softmax(w, m, s, acc);
     } else {
       if constexpr (EF == EdgeFn::leaky_relu) w = w > T(0) ? w : slope * w;
       if constexpr (EF == EdgeFn::exp) w = sycl::exp(w);
@@ -98,6 +105,131 @@ void fusedmm_csr_sg(const I *rowptr, const I *col, const T *val, const T *X, con
       }
     }
   }
+}
+
+// dot with one head and F = NF * SG (CPU devices; sycl/policy.hpp fusedmm_launch): a sub-group per
+// run of `rows` consecutive rows (and feature tile of SG * V), the run's edges in batches of SG that
+// cross row ends, as sddmm_dot_sg walks its pairs. Per batch: the SG edges' dot products with the X
+// slice of each edge's row in registers (reloaded when the walk enters a row), summed across lanes
+// by one transpose-reduce (lane l: edge p0 + l's score, in sddmm_dot_sg's order); the edge function
+// on every lane at once (E stored as one vector: the weight, or for a row softmax the raw score);
+// then the batch's edges in order, each weight broadcast from its lane, accumulated into the current
+// row (online softmax as fusedmm_csr_sg's), whose result is stored when the walk leaves it (its E
+// normalized then). The edge function and the values are run-time arguments (uniform branches), so
+// one instance serves them all. Where the per-edge group reduction of fusedmm_csr_sg cost ~10
+// instructions per edge, the transpose-reduce costs ~5. Fixed order: bitwise reproducible for a
+// given sub-group size and row run; the edge values do not depend on D (D = 0: edge values only).
+template <typename T, typename I, int SG, int NF, int V>
+SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))
+SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<SG>))
+void fusedmm_dot_rows_sg(const I *rowptr, const I *col, const T *val, const T *X, const T *Y, const T *Z, T *Out,
+                         T *E, long M, long D, long ntiles, long rows, int edge, T slope) {
+  static_assert(SG >= 2 && (SG & (SG - 1)) == 0, "power-of-two sub-group");
+  constexpr long F = long(NF) * SG;
+  const auto [sg, g, lane] = subgroup_slot();
+  const long tile = g % ntiles, r0 = (g / ntiles) * rows;
+  if (r0 >= M) return;
+  const long r1 = r0 + rows < M ? r0 + rows : M;
+  const long c0 = tile * SG * V + lane;
+  const bool write_e = E != nullptr && tile == 0, agg = D > 0, weighted = val != nullptr;
+  // a whole tile inside D: a uniform test, so the column loops below are not masked per lane
+  const bool full = (tile + 1) * SG * V <= D;
+  const EdgeFn ef = EdgeFn(edge);
+  const bool sm = row_softmax(ef), leaky = ef == EdgeFn::leaky_relu || ef == EdgeFn::leaky_relu_softmax;
+  const long kb = long(rowptr[r0]), ke = long(rowptr[r1]);
+  // the scoring walk: the row of the batch's edges and its X slice
+  long si = r0, s_end = long(rowptr[r0 + 1]);
+  T x[NF];
+#pragma unroll
+  for (int c = 0; c < NF; ++c) x[c] = X[si * F + c * SG + lane];
+  // the aggregation walk: the current row, its edges [a_beg, a_end), its state
+  long ai = r0, a_beg = kb, a_end = s_end;
+  T acc[V];
+#pragma unroll
+  for (int v = 0; v < V; ++v) acc[v] = T(0);
+  T m = -std::numeric_limits<T>::infinity(), s = T(0);
+  // Out of row ai (and, for a softmax with E, its raw scores into the weights); then the next row
+  auto next_row = [&]() {
+    const T inv = (sm && a_end > a_beg) ? T(1) / s : T(1);
+    if (agg) {
+      T *o = Out + ai * D + c0;
+      if (full) {
+#pragma unroll
+        for (int v = 0; v < V; ++v) o[v * SG] = acc[v] * inv;
+      } else {
+#pragma unroll
+        for (int v = 0; v < V; ++v)
+          if (c0 + v * SG < D) o[v * SG] = acc[v] * inv;
+      }
+    }
+    if (sm && write_e && a_end > a_beg) {
+      sycl::group_barrier(sg);  // the raw scores were stored by other lanes
+      for (long k = a_beg + lane; k < a_end; k += SG) {
+        T w = sycl::exp(E[k] - m) * inv;
+        if (weighted) w *= val[k];
+        E[k] = w;
+      }
+    }
+    ++ai;
+    a_beg = a_end;
+    if (ai < r1) a_end = long(rowptr[ai + 1]);
+#pragma unroll
+    for (int v = 0; v < V; ++v) acc[v] = T(0);
+    m = -std::numeric_limits<T>::infinity();
+    s = T(0);
+  };
+  for (long p0 = kb; p0 < ke; p0 += SG) {
+    const long n = ke - p0 < SG ? ke - p0 : SG;
+    T part[SG];
+#pragma unroll
+    for (int q = 0; q < SG; ++q) {
+      const long k = q < n ? p0 + q : ke - 1;  // past the run's end: the last edge again (not stored)
+      if (k >= s_end) {  // uniform: the walk enters the next non-empty row
+        do {
+          ++si;
+          s_end = long(rowptr[si + 1]);
+        } while (k >= s_end);
+#pragma unroll
+        for (int c = 0; c < NF; ++c) x[c] = X[si * F + c * SG + lane];
+      }
+      const T *y = Y + long(col[k]) * F + lane;
+      T a = T(0);
+#pragma unroll
+      for (int c = 0; c < NF; ++c) a += x[c] * y[c * SG];
+      part[q] = a;
+    }
+    transpose_reduce<T, SG, SG / 2>(sg, lane, part);
+    const bool mine = lane < n;
+    const long kl = mine ? p0 + lane : ke - 1;
+    T w = part[0];
+    if (leaky) w = w > T(0) ? w : slope * w;
+    if (!sm) {
+      if (ef == EdgeFn::exp) w = sycl::exp(w);
+      if (weighted) w *= val[kl];
+    }
+    if (write_e && mine) E[kl] = w;  // the weight, or a softmax's raw score (normalized by next_row)
+    for (long q = 0; q < n; ++q) {
+      const long k = p0 + q;
+      while (k >= a_end) next_row();
+      T wq = sycl::group_broadcast(sg, w, q);
+      if (sm) {
+        const T p = online_softmax(wq, m, s, acc);
+        wq = weighted ? p * val[k] : p;
+      }
+      if (agg) {
+        const T *z = Z + long(col[k]) * D + c0;
+        if (full) {
+#pragma unroll
+          for (int v = 0; v < V; ++v) acc[v] += wq * z[v * SG];
+        } else {
+#pragma unroll
+          for (int v = 0; v < V; ++v)
+            if (c0 + v * SG < D) acc[v] += wq * z[v * SG];
+        }
+      }
+    }
+  }
+  while (ai < r1) next_row();  // the run's last row and the empty rows after it
 }
 
 }  // namespace gnnsparse

@@ -1,0 +1,71 @@
+"""FusedMM on the SYCL CPU device, one head, dot, three ways in one process on a uniform random graph:
+
+  rows     gs.fusedmm (the policy: fusedmm_dot_rows_sg, batches of SG edges across row ends)
+  sg       the same call with GNNSPARSE_SYCL_FUSEDMM=sg (fusedmm_csr_sg: a sub-group per row, one
+           group reduction per edge; the kernel before 2026-12-06)
+  unfused  gs.sddmm then gs.spmm with the edge values (what FusedMM saves: the E round trip)
+
+    python bench/fused_cpu.py [--nodes 100000] [--edges 1000000] [--feats 32] [--rounds 7] [--calls 3]
+
+Each for edge functions none and softmax (unfused: none only). Prints the median ms per call (and
+the range over rounds; the candidates take turns block by block, gnnsparse.bench.timing.wall) and
+the ratios; checks first that rows and sg agree with gnnsparse.reference.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+
+import numpy as np
+
+import gnnsparse as gs
+from gnnsparse import reference as ref
+from gnnsparse.bench import generators, timing
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", type=int, default=100_000)
+    ap.add_argument("--edges", type=int, default=1_000_000)
+    ap.add_argument("--feats", type=int, default=32)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--calls", type=int, default=3)
+    a = ap.parse_args(argv)
+    A = generators.uniform_random(a.nodes, a.edges, seed=0)
+    rng = np.random.default_rng(1)
+    X, Y, Z = (rng.standard_normal((a.nodes, a.feats)).astype(np.float32) * a.feats ** -0.5 for _ in range(3))
+
+    def fused(edge, mode):
+        def run(_):
+            os.environ["GNNSPARSE_SYCL_FUSEDMM"] = mode
+            try:
+                return gs.fusedmm(A, X, Y, Z, op="dot", edge=edge)
+            finally:
+                os.environ.pop("GNNSPARSE_SYCL_FUSEDMM", None)
+        return run
+
+    def unfused(_):
+        E = np.asarray(gs.sddmm(A, X, Y, "dot"))
+        return gs.spmm(gs.CSR(A.rowptr, A.col, E, A.shape, validate=False), Z)
+
+    print(f"uniform random graph: {a.nodes:,} nodes, {A.nnz:,} edges, F = D = {a.feats}, float32, SYCL CPU device")
+    for edge in ("none", "softmax"):
+        want = ref.fusedmm(A, X, Y, Z, "dot", edge)
+        for mode in ("auto", "sg"):
+            got = np.asarray(fused(edge, mode)(0))
+            err = np.abs(got - want).max() / max(1.0, np.abs(want).max())
+            if not err < 1e-4:
+                raise SystemExit(f"{edge} {mode}: max error {err:.2e} against gnnsparse.reference")
+        fns = {"rows": fused(edge, "auto"), "sg": fused(edge, "sg")}
+        if edge == "none":
+            fns["unfused"] = unfused
+        t = timing.wall(fns, rounds=a.rounds, calls=a.calls)
+        med = {k: float(np.median(v)) * 1e3 for k, v in t.items()}
+        rng_ = {k: (min(v) * 1e3, max(v) * 1e3) for k, v in t.items()}
+        print(f"edge {edge}: " + ", ".join(f"{k} {med[k]:.2f} ms ({rng_[k][0]:.2f}-{rng_[k][1]:.2f})" for k in med)
+              + f"; rows / sg {med['sg'] / med['rows']:.2f}x"
+              + (f", rows / unfused {med['unfused'] / med['rows']:.2f}x" if "unfused" in med else ""))
+
+
+if __name__ == "__main__":
+    main()
