@@ -376,14 +376,22 @@ class _ReluDropout(torch.autograd.Function):
         scale = 1.0 / (1.0 - p)
         ctx.save_for_backward(keep)
         ctx.scale = scale
-        # h * keep * scale by dropout's own masked scale (one kernel on CUDA; the same values as h * keep
-        # then * scale)
-        return torch.ops.aten.native_dropout_backward(h, keep, scale)
+        return _masked_scale(h, keep, scale)
 
     @staticmethod
     def backward(ctx, g):
         (keep,) = ctx.saved_tensors
-        return torch.ops.aten.native_dropout_backward(g, keep, ctx.scale), None
+        return _masked_scale(g, keep, ctx.scale), None
+
+
+def _masked_scale(t, keep, scale):
+    """t * keep * scale: on CUDA dropout's own masked scale (one kernel), elsewhere t * keep then
+    * scale in place (the CPU's native_dropout_backward first makes a float copy of the mask); the
+    same values either way."""
+    if t.is_cuda:
+        return torch.ops.aten.native_dropout_backward(t, keep, scale)
+    out = t * keep
+    return out.mul_(scale) if scale != 1.0 else out
 
 
 def relu_dropout(h: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
