@@ -26,18 +26,15 @@ sycl::event fusedmm(sycl::queue &q, const FusedArgs &a, const Deps &deps) {
   if (caps.esimd)
     if (auto e = esimd_fusedmm(q, a, deps)) return *e;
   const Launch l = fusedmm_launch(caps, a, fused_rows_walk());
-  if (l.inst.kernel() == Kernel::fusedmm_dot_rows) {
-    if (a.dtype == DType::f64)
+  // the slope in the feature type; each kernel's own tail of sizes
+  auto go = [&](auto slope) {
+    if (l.inst.kernel() == Kernel::fusedmm_dot_rows)
       return submit(q, l, deps, a.A.rowptr, a.A.col, a.A.val, a.X, a.Y, a.Z, a.out, a.E, long(a.A.M), long(a.D),
-                    long(l.ntiles), long(l.rows), int(a.edge), double(a.slope));
-    return submit(q, l, deps, a.A.rowptr, a.A.col, a.A.val, a.X, a.Y, a.Z, a.out, a.E, long(a.A.M), long(a.D),
-                  long(l.ntiles), long(l.rows), int(a.edge), float(a.slope));
-  }
-  if (a.dtype == DType::f64)
+                    long(l.ntiles), long(l.rows), int(a.edge), slope);
     return submit(q, l, deps, a.A.rowptr, a.A.col, a.A.val, a.X, a.Y, a.Z, a.out, a.E, long(a.A.M), long(a.H),
-                  long(a.F), long(a.D), long(l.ntiles), double(a.slope));
-  return submit(q, l, deps, a.A.rowptr, a.A.col, a.A.val, a.X, a.Y, a.Z, a.out, a.E, long(a.A.M), long(a.H), long(a.F),
-                long(a.D), long(l.ntiles), float(a.slope));
+                  long(a.F), long(a.D), long(l.ntiles), slope);
+  };
+  return a.dtype == DType::f64 ? go(double(a.slope)) : go(float(a.slope));
 }
 
 }  // namespace gnnsparse::sycl_rt
