@@ -47,9 +47,12 @@ def _table(prof, sort_by, rows=22):
     return prof.key_averages().table(sort_by=sort_by, row_limit=rows, max_name_column_width=60)
 
 
+PROFILED = 5  # steps in each torch.profiler table
+
+
 def _timed_profile(step, label, reps):
     """3 warm-up calls, the mean ms of `reps` timed calls (printed with `label`), then a profile of
-    5 calls (returned)."""
+    PROFILED calls (returned)."""
     for _ in range(3):
         step()
     torch.cuda.synchronize()
@@ -62,9 +65,9 @@ def _timed_profile(step, label, reps):
 
 
 def _profile(step):
-    """torch.profiler over 5 calls of step()."""
+    """torch.profiler over PROFILED calls of step()."""
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for _ in range(5):
+        for _ in range(PROFILED):
             step()
         torch.cuda.synchronize()
     return prof
@@ -126,7 +129,7 @@ def models():
             prof = _timed_profile(ep, f"{name} {tag}, per epoch", 20)
             # kernels and copies only (key_averages' totals also count annotated ranges such as the
             # optimizer step's, which double-counts their kernels)
-            gpu = sum(e.device_time_total for e in prof.events() if e.device_type.name == "CUDA") / 5
+            gpu = sum(e.device_time_total for e in prof.events() if e.device_type.name == "CUDA") / PROFILED
             print(f"GPU time / epoch {gpu / 1e3:.2f} ms (profiled)")
             print(_table(prof, "self_cpu_time_total", 25))
             print(_table(prof, "self_cuda_time_total", 15))
@@ -230,11 +233,11 @@ def epoch(size="arxiv", model="gcn", reps=5, runs=("float32", "int8"), variants=
             prof = _timed_profile(ep, f"{model} {run}, {size}-sized, per epoch [{variant or 'defaults'}]", reps)
             ev = [e for e in prof.events() if e.device_type.name == "CUDA"]
             sparse = [e for e in ev if any(k in e.name for k in ("spmm", "sddmm", "fused", "hub", "segment"))]
-            print(f"GPU time / epoch {sum(e.device_time_total for e in ev) / 5e3:.2f} ms, sparse kernels "
-                  f"{sum(e.device_time_total for e in sparse) / 5e3:.2f} ms (profiled)")
+            print(f"GPU time / epoch {sum(e.device_time_total for e in ev) / PROFILED / 1e3:.2f} ms, sparse kernels "
+                  f"{sum(e.device_time_total for e in sparse) / PROFILED / 1e3:.2f} ms (profiled)")
             if vi == 0:
                 print(_table(prof, "self_cuda_time_total", 16))
-                for e in sparse[: len(sparse) // 5]:  # the first profiled epoch's launches, in order
+                for e in sparse[: len(sparse) // PROFILED]:  # the first profiled epoch's launches, in order
                     print(f"  {e.device_time_total / 1e3:8.3f} ms  {e.name[:120]}")
             del net, opt, t
     os.environ.clear()

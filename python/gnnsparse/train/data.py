@@ -144,10 +144,12 @@ def synthetic_torch(num_nodes: int, num_edges: int, num_features: int, num_class
     start = torch.cumsum(counts, 0) - counts
     th_sorted = theta[order]
     cum_in = torch.cumsum(th_sorted, 0)
-    base = torch.cat([th_sorted.new_zeros(1), cum_in])[start]
+    cum0 = torch.cat([th_sorted.new_zeros(1), cum_in])
+    base = cum0[start]
     # per-class totals from the class-sorted cumulative sum (index_add_ of float64 on CUDA uses
     # atomics: its last bits could differ run to run and move a searchsorted boundary)
-    tot = torch.cat([th_sorted.new_zeros(1), cum_in])[start + counts] - base
+    tot = cum0[start + counts] - base
+    del cum0
     cum_all = torch.cumsum(theta, 0)
     u = torch.searchsorted(cum_all, rand(m) * cum_all[-1], right=True).clamp_(max=n - 1)
     same = rand(m) < homophily
