@@ -592,6 +592,11 @@ void launch_fused(const FusedPlan& p, const FusedArgs& f, cudaStream_t stream) {
                             OP == SddmmOp::add ? 1 : f.F, f.D, f.slope};
   auto* out = static_cast<T*>(f.out);
   constexpr int B = FusedTuning::kBlockThreads;
+  if constexpr (Ag::ONE) {  // a lane set per edge of a batch: the group must hold U of them (span >= 1)
+    if (p.group < Ag::U || p.group > 32 || p.group % Ag::U != 0)
+      throw std::logic_error("gnnsparse cuda fusedmm: plan group " + std::to_string(p.group) +
+                             " does not fit the one-vector walk's lane sets");
+  }
   HubWorkspace ws;
   if (p.hub.seg > 0) {
     const bool norm = row_softmax(EF) && a.E != nullptr;
@@ -633,7 +638,8 @@ inline bool fused_has_work(const FusedArgs& f) {
   if (A.M < 0 || A.K < 0 || A.nnz < 0 || f.H < 0 || f.F < 0 || f.D < 0)
     throw std::invalid_argument("gnnsparse cuda fusedmm: negative size");
   if (A.M == 0 || f.H == 0 || (f.D == 0 && f.E == nullptr)) return false;
-  if (A.rowptr == nullptr || (f.out == nullptr && f.D > 0) ||
+  // X is read per row (the one-vector walks hold it before the edge loop), even with no edges
+  if (A.rowptr == nullptr || (f.out == nullptr && f.D > 0) || (f.X == nullptr && f.F > 0) ||
       (A.nnz > 0 && (A.col == nullptr || f.X == nullptr || f.Y == nullptr || (f.Z == nullptr && f.D > 0))))
     throw std::invalid_argument("gnnsparse cuda fusedmm: null pointer");
   return true;

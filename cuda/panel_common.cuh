@@ -66,7 +66,9 @@ class SplitWorkspace {
   }
   SplitWorkspace(const SplitWorkspace&) = delete;
   SplitWorkspace& operator=(const SplitWorkspace&) = delete;
-  ~SplitWorkspace() { (void)cudaFreeAsync(raw_, stream_); }
+  ~SplitWorkspace() {  // unchecked, and not left as the runtime's last error for the next op
+    if (cudaFreeAsync(raw_, stream_) != cudaSuccess) (void)cudaGetLastError();
+  }
   float* get() const { return static_cast<float*>(raw_); }
 
  private:

@@ -167,7 +167,8 @@ class HubWorkspace {
   HubWorkspace(const HubWorkspace&) = delete;
   HubWorkspace& operator=(const HubWorkspace&) = delete;
   ~HubWorkspace() {
-    if (raw_ != nullptr) (void)cudaFreeAsync(raw_, stream_);
+    // unchecked, but not left behind as the runtime's last error for the next op's launch check
+    if (raw_ != nullptr && cudaFreeAsync(raw_, stream_) != cudaSuccess) (void)cudaGetLastError();
   }
 
   // Allocates header + map + payload_bytes and launches the flag (when max_deg < 0: unknown) and
@@ -255,6 +256,7 @@ class HubStream {
     }
     (void)cudaEventDestroy(fork_);
     fork_ = nullptr;
+    if (r != cudaSuccess) (void)cudaGetLastError();  // returned, not left for the next launch check
     return r;
   }
   static bool enabled() {

@@ -539,7 +539,7 @@ def test_fusedmm_hub(edge, op):
 
 
 @pytest.mark.parametrize("path", ["auto", "generic"])
-@pytest.mark.parametrize("edge", ["none", "exp", "softmax", "leaky_relu_softmax"])
+@pytest.mark.parametrize("edge", ["none", "leaky_relu", "exp", "softmax", "leaky_relu_softmax"])
 @pytest.mark.parametrize("dt,H,F", [("float32", 1, 32), ("float32", 4, 32), ("float32", 1, 128), ("float32", 2, 8),
                                     ("float32", 1, 256), ("bfloat16", 1, 64), ("float16", 2, 64), ("float64", 2, 4),
                                     ("float64", 1, 16), ("float32", 1, 5)])
@@ -549,7 +549,7 @@ def test_fusedmm_y_is_z(monkeypatch, path, edge, dt, H, F, graph):
     # where F is one vector per lane of a group of >= 8 (fp32 32 / 128, 16-bit 64) that is the
     # one-vector walk with 8 edges in flight (one_same), GNNSPARSE_CUDA_FUSEDMM=generic keeps the
     # older single-gather walk. Rows of ~6 entries end in partial batches; rows > 32 and hubs take
-    # the long-row kernel and the hub pass; 32- and 64-bit indices.
+    # the long-row kernel and the hub pass; 32- and 64-bit indices, each weighted on some graph.
     monkeypatch.setenv("GNNSPARSE_CUDA_FUSEDMM", path)
     if graph == "short":
         M, K = 300, 300
@@ -560,8 +560,10 @@ def test_fusedmm_y_is_z(monkeypatch, path, edge, dt, H, F, graph):
     else:
         M, K = 500, 500
         rowptr, col, val = make_graph(M, K, 20, seed=F, hub=60_000)
-    check_fused(rowptr, col, val, M, K, H, F, F, dt, "int32", "dot", edge, seed=F, y_is_z=True)
-    check_fused(rowptr, col, val, M, K, H, F, F, dt, "int64", "dot", edge, seed=F + 1, weighted=False, y_is_z=True)
+    check_fused(rowptr, col, val, M, K, H, F, F, dt, "int32", "dot", edge, seed=F, weighted=graph != "skewed",
+                y_is_z=True)
+    check_fused(rowptr, col, val, M, K, H, F, F, dt, "int64", "dot", edge, seed=F + 1, weighted=graph == "skewed",
+                y_is_z=True)
 
 
 # ---- the one-vector FusedMM path and the multi-row SDDMM walk ------------------------------
