@@ -121,6 +121,27 @@ def test_sddmm_add(device, rng, bits):
     assert rel(d.grad, d2.grad) < BOUND[bits] and rel(s.grad, s2.grad) < BOUND[bits]
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_leaky_edge_softmax_equals_the_chain(device, rng, dtype):
+    """The quantized GAT's in-place leaky_relu -> edge softmax: bitwise the values and the gradient of
+    gnnsparse.torch's edge_softmax(leaky_relu(e)) (empty rows, a hub row, 4 heads), e overwritten."""
+    from gnnsparse.torch import functional as gf
+    from gnnsparse.torch.graph import graph_tensors
+
+    A = graph(rng, device, hub=700)[0]
+    e0 = torch.randn(A.nnz, 4, generator=torch.Generator().manual_seed(3), dtype=dtype).to(device)
+    g = graph_tensors(A, e0)
+    e1, e2 = leaf(e0), leaf(e0)
+    want = gf.edge_softmax(g, torch.nn.functional.leaky_relu(e1, 0.3))
+    mine = e2 * 1  # a fresh tensor, which the function overwrites
+    got = qa.leaky_edge_softmax(g, mine, 0.3)
+    assert got.data_ptr() == mine.data_ptr() and torch.equal(got, want)
+    w = torch.randn_like(want)
+    (want * w).sum().backward()
+    (got * w).sum().backward()
+    assert torch.equal(e1.grad, e2.grad)
+
+
 def test_seeded_runs_are_identical(device, rng):
     A, T, _, _, _, _ = graph(rng, device)
 

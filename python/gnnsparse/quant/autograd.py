@@ -348,6 +348,48 @@ def leaky_relu(e: torch.Tensor, slope: float) -> torch.Tensor:
     return _LeakyReLU.apply(e, float(slope))
 
 
+def _leaky_factor(pos, like, slope):
+    """1 where pos, else slope, in like's dtype (e * factor: leaky_relu's value and gradient)."""
+    return torch.where(pos, like.new_ones(()), like.new_full((), slope))
+
+
+class _LeakyEdgeSoftmax(torch.autograd.Function):
+    """alpha = edge_softmax(leaky_relu(e)) computed in e's own storage (e is a fresh tensor of the
+    quantized SDDMM that nothing else reads): besides e, one sign mask and one (nnz, H) temporary
+    at a time, where the leaky_relu -> edge_softmax chain held ~5 edge tensors at once."""
+
+    @staticmethod
+    def forward(ctx, e, rowptr, rows, eid, slope):
+        from ..torch._library import _csr, _spmm
+
+        nnz = e.shape[0]
+        pos = e > 0
+        e.mul_(_leaky_factor(pos, e, slope))  # leaky_relu in place
+        A = _csr(rowptr, eid, None, nnz)  # each row's edges, as edge_softmax's reductions
+        e.sub_(_take_rows(_spmm(A, e, "max"), rows)).exp_()
+        e.div_(_take_rows(_spmm(A, e, "sum"), rows))
+        ctx.mark_dirty(e)
+        ctx.save_for_backward(pos, e, rowptr, rows, eid)
+        ctx.slope = slope
+        return e
+
+    @staticmethod
+    def backward(ctx, dP):
+        from ..torch._library import _csr, _spmm
+
+        pos, P, rowptr, rows, eid = ctx.saved_tensors
+        t = P * dP
+        r = _spmm(_csr(rowptr, eid, None, P.shape[0]), t, "sum")
+        t = torch.sub(dP, _take_rows(r, rows), out=t).mul_(P)  # dS = P * (dP - rowsum(P * dP))
+        return t.mul_(_leaky_factor(pos, t, ctx.slope)), None, None, None, None
+
+
+def leaky_edge_softmax(g, e: torch.Tensor, slope: float) -> torch.Tensor:
+    """edge_softmax(g, leaky_relu(e, slope)) for e (nnz, H) in CSR order that the caller hands over
+    (it is overwritten with the result); g a GraphTensors (rowptr, rows, eid). Differentiable in e."""
+    return _LeakyEdgeSoftmax.apply(e, g.rowptr, g.rows, g.eid, float(slope))
+
+
 class _SpmmFloat(torch.autograd.Function):
     @staticmethod
     def forward(ctx, h, A, AT):

@@ -235,11 +235,11 @@ class GATConv(tnn.GATConv):
         wa = torch.cat([(Wh * self.att_src.reshape(H, C, 1)).sum(1), (Wh * self.att_dst.reshape(H, C, 1)).sum(1)])
         a = qa.gat_logits(x, wa, handle)
         a_src, a_dst = a[:, :H].contiguous(), a[:, H:].contiguous()
-        if self.logit_bits is None:
-            e = gf.sddmm(g, a_dst, a_src, "add")
-        else:
-            e = qa.sddmm_add(A, a_src, a_dst, self.logit_bits)
-        alpha = gf.edge_softmax(g, qa.leaky_relu(e, self.negative_slope))
+        if self.logit_bits is None:  # one fused call (FusedMM's D = 0 edges form), no (nnz, H) temporaries
+            alpha = gf.fusedmm(g, a_dst, a_src, a_src.new_empty((n, H, 0)), "add", L.GAT_EDGE, self.negative_slope,
+                               return_edges=True)[1]
+        else:  # the quantized logits, turned into the weights in their own storage
+            alpha = qa.leaky_edge_softmax(g, qa.sddmm_add(A, a_src, a_dst, self.logit_bits), self.negative_slope)
         alpha = F.dropout(alpha, p=self.dropout, training=self.training)
         out = qa.gat_aggregate(A, AT, perm, alpha, token, handle, bits, self._scales)
         out = out.reshape(-1, H * C) if self.concat else out.mean(1)

@@ -435,10 +435,13 @@ class GATConv(torch.nn.Module):
         unfused = ((self.dropout > 0 and self.training) or edge_term is not None
                    or return_attention_weights is not None)
         if unfused:
-            e = gf.sddmm(g, a_dst, a_src, "add")
-            if edge_term is not None:
-                e = e + edge_term
-            alpha = gf.edge_softmax(g, F.leaky_relu(e, self.negative_slope))
+            if edge_term is None:  # the weights by one fused call (FusedMM's D = 0 edges form): no
+                # (nnz, H) logits, leaky_relu or softmax temporaries, its backward recomputes them
+                alpha = gf.fusedmm(g, a_dst, a_src, a_src.new_empty((g.num_cols, H, 0)), "add", L.GAT_EDGE,
+                                   self.negative_slope, return_edges=True)[1]
+            else:
+                e = gf.sddmm(g, a_dst, a_src, "add") + edge_term
+                alpha = gf.edge_softmax(g, F.leaky_relu(e, self.negative_slope))
             alpha_d = F.dropout(alpha, p=self.dropout, training=self.training)
             out = gf.spmm_heads(g, alpha_d, x_src)
         else:
