@@ -31,6 +31,11 @@ data and scales: no float32 copy of an activation is kept):
                    z is needed), backward dw_a = da^T q(x) from the saved q(x)
     gat_aggregate  out[i, h] = sum_k alpha[k, h] q(z)[col k, h]; backward da = sddmm_dot(q(dout),
                    q(z)), q(dz) = A^T (alpha) q(dout) written by the SpMM's epilogue
+    gat_attend     the two above and the attention between them without attention dropout:
+                   alpha = softmax(leaky_relu(q(a_dst)[i] + q(a_src)[j])) by one FusedMM pass,
+                   out = A (alpha) q(z); only q(a_dst), q(a_src) and q(z) are saved, the backward
+                   forms alpha again (the same bits), then as gat_aggregate's and sddmm_add's
+                   backward with the softmax and leaky_relu gradients in place
 """
 from __future__ import annotations
 
@@ -47,7 +52,7 @@ from .ops import sddmm as qsddmm
 from .ops import spmm as qspmm
 
 __all__ = ["linear", "spmm", "spmm_heads", "sddmm_add", "next_seed", "LayerScales", "gcn_layer", "gat_project",
-           "gat_logits", "gat_aggregate", "leaky_relu", "spmm_float", "relu_dropout"]
+           "gat_logits", "gat_aggregate", "gat_attend", "leaky_relu", "spmm_float", "relu_dropout"]
 
 
 def next_seed() -> int:
@@ -326,6 +331,78 @@ def gat_aggregate(A, AT, perm, alpha: torch.Tensor, token: torch.Tensor, handle,
     epilogue (delayed scale "dz") and handed to gat_project through the handle. Differentiable in
     alpha (and, through the handle, in gat_project's inputs)."""
     return _GATAggregate.apply(alpha, token, A, AT, perm, bits, scales, handle)
+
+
+def _gat_weights(g, fd: torch.Tensor, fs: torch.Tensor, slope: float) -> torch.Tensor:
+    """alpha[k, h] = the softmax over row i's edges of leaky_relu(fd[i, h] + fs[col k, h]) (nnz, H),
+    by one FusedMM pass that writes only the edge values (D = 0): no logits or softmax temporaries.
+    Deterministic, so a recomputation gives the forward's alpha bit for bit."""
+    from ..torch import functional as gf
+    from ..torch._library import GAT_EDGE
+
+    return gf.fusedmm(g, fd, fs, fs.new_empty((fs.shape[0], fs.shape[1], 0)), "add", GAT_EDGE, slope,
+                      return_edges=True)[1]
+
+
+class _GATAttend(torch.autograd.Function):
+    """GAT's attention and aggregation over q(z), saving no per-edge tensor: the forward quantizes the
+    per-node logits (a_dst, a_src: (n, H), stochastic rounding), forms alpha from their dequantized
+    values by one FusedMM pass and aggregates q(z) with it; the backward forms alpha again (the same
+    bits; gnnsparse.torch.set_fusedmm_backward("save") keeps the forward's alpha instead), then dz = A^T (alpha) q(dout) (quantized by the SpMM's epilogue, to gat_project through
+    the handle), dalpha = q(dout) . q(z) per edge, the softmax and leaky_relu gradients in place,
+    and the logits' gradient from q(d logits) by the incidence SpMMs (as sddmm_add's backward)."""
+
+    @staticmethod
+    def forward(ctx, a_dst, a_src, token, g, A, AT, perm, bits, logit_bits, slope, scales, handle):
+        from ..torch._library import fusedmm_backward_mode
+
+        qd, qs = _q(a_dst, logit_bits), _q(a_src, logit_bits)
+        alpha = _gat_weights(g, qd.dequantize(), qs.dequantize(), slope)
+        qz = handle.qz
+        # the logits stay quantized (the backward dequantizes them again); alpha only in "save" mode
+        keep = fusedmm_backward_mode() == "save"
+        _save_q(ctx, qz, qd, qs, extra=(alpha,) if keep else ())
+        ctx.g, ctx.A, ctx.AT, ctx.perm, ctx.bits, ctx.logit_bits = g, A, AT, perm, bits, logit_bits
+        ctx.slope, ctx.scales, ctx.handle = slope, scales, handle
+        return qspmm(A, qz, "sum", weights=alpha)
+
+    @staticmethod
+    def backward(ctx, dout):
+        from ..torch import functional as gf
+        from ..torch._library import _csr, _spmm
+
+        (qz, qa_dst, qa_src), kept = _load_q(ctx)
+        fd, fs = qa_dst.dequantize(), qa_src.dequantize()
+        g, A, slope = ctx.g, ctx.A, ctx.slope
+        alpha = kept[0].clone() if kept else _gat_weights(g, fd, fs, slope)  # a copy: changed in place below
+        qd = _q(dout, ctx.bits)  # shared by dalpha and dz
+        aT = _take_rows(alpha, ctx.perm).contiguous()
+        ctx.handle.dz = qspmm(ctx.AT, qd, "sum", weights=aT, out=ctx.scales.get("dz", ctx.bits), seed=next_seed())
+        del aT
+        dd = ds = None
+        if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
+            t = qsddmm(A, qd, qz, "dot").mul_(alpha)  # P * dP
+            r = _spmm(_csr(g.rowptr, g.eid, None, t.shape[0]), t, "sum")
+            dS = t.sub_(alpha.mul_(_take_rows(r, g.rows)))  # P * (dP - rowsum(P * dP))
+            del alpha
+            e = gf.sddmm(g, fd, fs, "add")  # the logits again, for leaky_relu's slope: 1 or `slope`
+            dS.mul_(e.gt_(0).mul_(1 - slope).add_(slope))
+            del e
+            qe = _q(dS, ctx.logit_bits)  # shared by both endpoints
+            del dS
+            dd = incidence_spmm(A, qe, "sum", "dst") if ctx.needs_input_grad[0] else None
+            ds = incidence_spmm(A, qe, "sum", "src") if ctx.needs_input_grad[1] else None
+        return dd, ds, dout.new_zeros(0), None, None, None, None, None, None, None, None, None
+
+
+def gat_attend(g, A, AT, perm, a_dst: torch.Tensor, a_src: torch.Tensor, token: torch.Tensor, handle, bits: int,
+               logit_bits: int, slope: float, scales: LayerScales) -> torch.Tensor:
+    """out[i, h] = sum_k alpha[k, h] q(z)[col k, h, :] with alpha = edge softmax of
+    leaky_relu(q(a_dst)[i, h] + q(a_src)[col k, h]) (logits quantized to logit_bits), q(z) from
+    gat_project's handle; g the GraphTensors of A. Saves only node-sized tensors for the backward,
+    which recomputes alpha (one FusedMM pass). Differentiable in a_dst and a_src (and, through the
+    handle, in gat_project's inputs)."""
+    return _GATAttend.apply(a_dst, a_src, token, g, A, AT, perm, bits, logit_bits, float(slope), scales, handle)
 
 
 class _LeakyReLU(torch.autograd.Function):

@@ -216,7 +216,9 @@ class GATConv(tnn.GATConv):
                 return_attention_weights: Optional[bool] = None):
         """As gnnsparse.torch.nn.GATConv.forward, quantized (`bits`, `logit_bits`); the float path
         for what the quantized one does not cover (bipartite x, edge features, residual, attention
-        weights returned)."""
+        weights returned). Without attention dropout (or in eval) the attention and aggregation are
+        one step keeping nothing per edge for the backward (gnnsparse.quant.autograd.gat_attend);
+        with it, the weights are formed in the logits' storage, dropped out and saved."""
         bits = self.bits
         if (bits is None or not isinstance(x, Tensor) or self.lin is None or edge_attr is not None
                 or self.res is not None or return_attention_weights is not None):
@@ -235,6 +237,12 @@ class GATConv(tnn.GATConv):
         wa = torch.cat([(Wh * self.att_src.reshape(H, C, 1)).sum(1), (Wh * self.att_dst.reshape(H, C, 1)).sum(1)])
         a = qa.gat_logits(x, wa, handle)
         a_src, a_dst = a[:, :H].contiguous(), a[:, H:].contiguous()
+        if self.logit_bits is not None and not (self.dropout > 0 and self.training):
+            # attention and aggregation in one step that keeps no per-edge tensor for the backward
+            out = qa.gat_attend(g, A, AT, perm, a_dst, a_src, token, handle, bits, self.logit_bits,
+                                self.negative_slope, self._scales)
+            out = out.reshape(-1, H * C) if self.concat else out.mean(1)
+            return out + self.bias if self.bias is not None else out
         if self.logit_bits is None:  # one fused call (FusedMM's D = 0 edges form), no (nnz, H) temporaries
             alpha = gf.fusedmm(g, a_dst, a_src, a_src.new_empty((n, H, 0)), "add", L.GAT_EDGE, self.negative_slope,
                                return_edges=True)[1]
