@@ -58,13 +58,15 @@ cd "$OUT"
 "$PY" -c 'import gnnsparse, torch; print("gnnsparse", gnnsparse.__version__, gnnsparse.available_backends(), "torch", torch.__version__)' || exit 100
 # no arguments (or `test`): the whole suite from the checkout, its CUDA tests failing (not skipping)
 # if CUDA cannot run
+# (--durations: the slowest tests, since each whole-suite run costs ~4.5 of a session's 30 minutes)
+SUITE="GNNSPARSE_REQUIRE=cuda $PY -m pytest -q -ra -p no:cacheprovider --durations=20 $ROOT/tests"
 if [ $# -eq 0 ] || [ "$*" = test ]; then
-  set -- "GNNSPARSE_REQUIRE=cuda $PY -m pytest -q -ra -p no:cacheprovider $ROOT/tests"
+  set -- "$SUITE"
 fi
 failed=0
 for cmd in "$@"; do
   # `test` among other commands: the suite there too (bash's own `test` would just fail)
-  [ "$cmd" = test ] && cmd="GNNSPARSE_REQUIRE=cuda $PY -m pytest -q -ra -p no:cacheprovider $ROOT/tests"
+  [ "$cmd" = test ] && cmd="$SUITE"
   echo "== $cmd"
   t1=$SECONDS
   bash -c "$cmd"
