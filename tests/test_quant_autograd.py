@@ -148,8 +148,11 @@ def test_gat_attend_equals_the_chain(device, rng, monkeypatch, mode):
     against the chain the quantized GAT runs with attention dropout: sddmm_add -> leaky_edge_softmax
     -> gat_aggregate, with the same seeds (the same quantized logits, inputs and gradients). alpha
     differs only by float32 rounding (one fused pass instead of the in-place chain), so the output
-    and every gradient agree to rounding, with a hub row, an empty row and 3 heads. In "save" mode
-    (gnnsparse.torch.set_fusedmm_backward) alpha is kept instead: the same bits as recomputing it."""
+    agrees to rounding; the gradients pass through stochastically rounded int8 tensors (q(dz),
+    q(d logits)), where a rounding difference can flip an element by one step (3e-3 of W's
+    gradient, seen on 1 of 40 seeds), so they are held to an int8-level bound. A hub row, an empty
+    row, 3 heads. In "save" mode (gnnsparse.torch.set_fusedmm_backward) alpha is kept instead: the
+    same bits as recomputing it."""
     from gnnsparse.torch import _library as L
     from gnnsparse.torch.graph import graph_tensors
 
@@ -189,7 +192,7 @@ def test_gat_attend_equals_the_chain(device, rng, monkeypatch, mode):
     assert any(s[:1] == (A.nnz,) for s in saved_new) == (mode == "save"), saved_new
     assert rel(new[0], old[0]) < 1e-5
     for a, b in zip(new[1:], old[1:]):
-        assert rel(a, b) < 1e-4
+        assert rel(a, b) < 2e-2
     if mode == "save":  # the kept alpha is the recomputed one, bit for bit: the same gradients
         monkeypatch.setitem(L._settings, "fusedmm_backward", "recompute")
         for a, b in zip(new[1:], run(True)[1:4]):

@@ -52,7 +52,8 @@ from .ops import sddmm as qsddmm
 from .ops import spmm as qspmm
 
 __all__ = ["linear", "spmm", "spmm_heads", "sddmm_add", "next_seed", "LayerScales", "gcn_layer", "gat_project",
-           "gat_logits", "gat_aggregate", "gat_attend", "leaky_relu", "spmm_float", "relu_dropout"]
+           "gat_logits", "gat_aggregate", "gat_attend", "leaky_relu", "leaky_edge_softmax", "spmm_float",
+           "relu_dropout"]
 
 
 def next_seed() -> int:
@@ -348,9 +349,10 @@ class _GATAttend(torch.autograd.Function):
     """GAT's attention and aggregation over q(z), saving no per-edge tensor: the forward quantizes the
     per-node logits (a_dst, a_src: (n, H), stochastic rounding), forms alpha from their dequantized
     values by one FusedMM pass and aggregates q(z) with it; the backward forms alpha again (the same
-    bits; gnnsparse.torch.set_fusedmm_backward("save") keeps the forward's alpha instead), then dz = A^T (alpha) q(dout) (quantized by the SpMM's epilogue, to gat_project through
-    the handle), dalpha = q(dout) . q(z) per edge, the softmax and leaky_relu gradients in place,
-    and the logits' gradient from q(d logits) by the incidence SpMMs (as sddmm_add's backward)."""
+    bits; gnnsparse.torch.set_fusedmm_backward("save") keeps the forward's alpha instead), then
+    dz = A^T (alpha) q(dout) (quantized by the SpMM's epilogue, to gat_project through the handle),
+    dalpha = q(dout) . q(z) per edge, the softmax and leaky_relu gradients in place, and the
+    logits' gradient from q(d logits) by the incidence SpMMs (as sddmm_add's backward)."""
 
     @staticmethod
     def forward(ctx, a_dst, a_src, token, g, A, AT, perm, bits, logit_bits, slope, scales, handle):
