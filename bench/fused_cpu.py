@@ -4,6 +4,8 @@
   sg       the same call with GNNSPARSE_SYCL_FUSEDMM=sg (fusedmm_csr_sg: a sub-group per row, one
            group reduction per edge; the kernel before 2026-12-06)
   unfused  gs.sddmm then gs.spmm with the edge values (what FusedMM saves: the E round trip)
+  d0       gs.fusedmm with a Z of no columns and return_edges=True: the edge values alone (the
+           recomputation in a backward pass); for edge none also `sddmm`, gs.sddmm alone
 
     python bench/fused_cpu.py [--nodes 100000] [--edges 1000000] [--feats 32] [--rounds 7] [--calls 3]
 
@@ -42,6 +44,11 @@ def main(argv=None):
     def fused(edge):
         return lambda _: gs.fusedmm(A, X, Y, Z, op="dot", edge=edge)
 
+    Z0 = np.empty((a.nodes, 0), np.float32)
+
+    def edges_only(edge):
+        return lambda _: gs.fusedmm(A, X, Y, Z0, op="dot", edge=edge, return_edges=True)
+
     def unfused(_):
         E = np.asarray(gs.sddmm(A, X, Y, "dot"))
         return gs.spmm(gs.CSR(A.rowptr, A.col, E, A.shape, validate=False), Z)
@@ -60,12 +67,16 @@ def main(argv=None):
         fns = {"rows": fused(edge), "sg": fused(edge)}
         if edge == "none":
             fns["unfused"] = unfused
+        fns["d0"] = edges_only(edge)
+        if edge == "none":
+            fns["sddmm"] = lambda _: gs.sddmm(A, X, Y, "dot")
         t = timing.wall(fns, rounds=a.rounds, calls=a.calls, hooks={"rows": knob("auto"), "sg": knob("sg")})
         med = {k: float(np.median(v)) * 1e3 for k, v in t.items()}
         rng_ = {k: (min(v) * 1e3, max(v) * 1e3) for k, v in t.items()}
         print(f"edge {edge}: " + ", ".join(f"{k} {med[k]:.2f} ms ({rng_[k][0]:.2f}-{rng_[k][1]:.2f})" for k in med)
               + f"; rows / sg {med['sg'] / med['rows']:.2f}x"
-              + (f", rows / unfused {med['unfused'] / med['rows']:.2f}x" if "unfused" in med else ""))
+              + (f", rows / unfused {med['unfused'] / med['rows']:.2f}x" if "unfused" in med else "")
+              + (f", d0 / sddmm {med['sddmm'] / med['d0']:.2f}x" if "sddmm" in med else ""))
 
 
 if __name__ == "__main__":

@@ -114,8 +114,9 @@ void fusedmm_csr_sg(const I *rowptr, const I *col, const T *val, const T *X, con
 // by one transpose-reduce (lane l: edge p0 + l's score, in sddmm_dot_sg's order); the edge function
 // on every lane at once (E stored as one vector: the weight, or for a row softmax the raw score);
 // then the batch's edges in order, each weight broadcast from its lane, accumulated into the current
-// row (online softmax as fusedmm_csr_sg's), whose result is stored when the walk leaves it (its E
-// normalized then). The edge function and the values are run-time arguments (uniform branches), so
+// row, whose result is stored when the walk leaves it (its E normalized then). A row softmax folds
+// the batch's part of a row into its running (max, sum) at once (two sub-group reductions, one
+// rescale); edge values alone (D = 0) without a softmax skip the per-edge walk. The edge function and the values are run-time arguments (uniform branches), so
 // one instance serves them all. Where the per-edge group reduction of fusedmm_csr_sg cost ~10
 // instructions per edge, the transpose-reduce costs ~5. Fixed order: bitwise reproducible for a
 // given sub-group size and row run; the edge values do not depend on D (D = 0: edge values only).
@@ -208,23 +209,48 @@ void fusedmm_dot_rows_sg(const I *rowptr, const I *col, const T *val, const T *X
       if (weighted) w *= val[kl];
     }
     if (write_e && mine) E[kl] = w;  // the weight, or a softmax's raw score (normalized by next_row)
-    for (long q = 0; q < n; ++q) {
-      const long k = p0 + q;
-      while (k >= a_end) next_row();
-      T wq = sycl::group_broadcast(sg, w, q);
+    if (!agg && !sm) continue;  // edge values only, nothing per row: the rows are walked by the scores
+    // the batch's edges row by row: lanes [q, qe) hold row ai's. A row softmax folds each such
+    // segment into (m, s) at once: its max and its sum of exp(w - max) by two sub-group
+    // reductions, the accumulators rescaled once per segment (a per-edge online softmax cost two
+    // exps and a rescale per edge). Every score still goes through exp(w - m): a NaN, or an
+    // infinity that makes w - m NaN, turns the row NaN as exp(e - max(e)) does.
+    for (long q = 0; q < n;) {
+      while (p0 + q >= a_end) next_row();
+      const long qe = a_end - p0 < n ? a_end - p0 : n;
+      T p = T(0);
       if (sm) {
-        const T p = online_softmax(wq, m, s, acc);
-        wq = weighted ? p * val[k] : p;
+        const bool in = lane >= q && lane < qe;
+        const T bm = sycl::reduce_over_group(sg, in ? w : -std::numeric_limits<T>::infinity(), sycl::maximum<T>());
+        const T mn = sycl::fmax(m, bm);
+        if (mn != m) {
+          const T scale = sycl::exp(m - mn);
+          s *= scale;
+#pragma unroll
+          for (int v = 0; v < V; ++v) acc[v] *= scale;
+          m = mn;
+        }
+        p = in ? sycl::exp(w - m) : T(0);
+        s += sycl::reduce_over_group(sg, p, sycl::plus<T>());
+        if (!agg) {
+          q = qe;
+          continue;
+        }
       }
-      if (agg) {
-        const T *z = Z + long(col[k]) * D + c0;
-        if (full) {
+      for (; q < qe; ++q) {
+        const long k = p0 + q;
+        T wq = sycl::group_broadcast(sg, sm ? p : w, q);
+        if (sm && weighted) wq *= val[k];
+        if (agg) {
+          const T *z = Z + long(col[k]) * D + c0;
+          if (full) {
 #pragma unroll
-          for (int v = 0; v < V; ++v) acc[v] += wq * z[v * SG];
-        } else {
+            for (int v = 0; v < V; ++v) acc[v] += wq * z[v * SG];
+          } else {
 #pragma unroll
-          for (int v = 0; v < V; ++v)
-            if (c0 + v * SG < D) acc[v] += wq * z[v * SG];
+            for (int v = 0; v < V; ++v)
+              if (c0 + v * SG < D) acc[v] += wq * z[v * SG];
+          }
         }
       }
     }
