@@ -37,7 +37,7 @@ inline T sg_score(const sycl::sub_group &sg, long lane, const T *X, const T *Y, 
 // score, and every score goes through exp(w - m), so a NaN, or an infinity that makes w - m NaN,
 // turns the row NaN as exp(e - max(e)) does (ops.hpp).
 template <typename T, int V>
-inline T online_softmax(T w, T &m, T &s, T (&acc)[V]) {
+inline void raise_max(T w, T &m, T &s, T (&acc)[V]) {  // (m, s, acc) onto the max fmax(m, w)
   const T mn = sycl::fmax(m, w);
   if (mn != m) {
     const T scale = sycl::exp(m - mn);
@@ -46,6 +46,11 @@ inline T online_softmax(T w, T &m, T &s, T (&acc)[V]) {
     for (int v = 0; v < V; ++v) acc[v] *= scale;
     m = mn;
   }
+}
+
+template <typename T, int V>
+inline T online_softmax(T w, T &m, T &s, T (&acc)[V]) {
+  raise_max(w, m, s, acc);
   const T p = sycl::exp(w - m);
   s += p;
   return p;
@@ -221,15 +226,8 @@ void fusedmm_dot_rows_sg(const I *rowptr, const I *col, const T *val, const T *X
       T p = T(0);
       if (sm) {
         const bool in = lane >= q && lane < qe;
-        const T bm = sycl::reduce_over_group(sg, in ? w : -std::numeric_limits<T>::infinity(), sycl::maximum<T>());
-        const T mn = sycl::fmax(m, bm);
-        if (mn != m) {
-          const T scale = sycl::exp(m - mn);
-          s *= scale;
-#pragma unroll
-          for (int v = 0; v < V; ++v) acc[v] *= scale;
-          m = mn;
-        }
+        raise_max(sycl::reduce_over_group(sg, in ? w : -std::numeric_limits<T>::infinity(), sycl::maximum<T>()), m,
+                  s, acc);
         p = in ? sycl::exp(w - m) : T(0);
         s += sycl::reduce_over_group(sg, p, sycl::plus<T>());
         if (!agg) {
