@@ -22,6 +22,7 @@
 // no atomics.
 #include "common.cuh"
 #include "dispatch.cuh"
+#include "edges_add.cuh"
 #include "policy.cuh"
 #include "segments.cuh"
 #include "gnnsparse/cuda.hpp"
@@ -31,8 +32,6 @@
 
 namespace gnnsparse::cuda_detail {
 
-template <class A> __device__ __forceinline__ A exp_of(A x) { return exp(x); }
-
 // Which walk of a row the agent does: generic (lanes loop over F, one butterfly per edge), same (Y
 // is Z: one gathered row feeds the score and the sum), one (F in one vector per lane, TL = 1, Y !=
 // Z: the row operand held, the next batch's columns prefetched, the batch's U partial dots
@@ -41,13 +40,6 @@ template <class A> __device__ __forceinline__ A exp_of(A x) { return exp(x); }
 // no aggregation), one_same (one with Y is Z and G >= 8: each gathered row feeds the score and the
 // sum, so 8 edges are in flight per group in the registers 4 took with two gathers).
 enum class FusedPath : int { generic, same, one, edges, one_same };
-
-// Online-softmax rescale factors of two states with maxima m and o merged into max(m, o).
-template <class A> __device__ __forceinline__ void merge_scales(A m, A o, A& mn, A& sa, A& sb) {
-  mn = max(m, o);
-  sa = m == mn ? A(1) : exp_of(m - mn);
-  sb = o == mn ? A(1) : exp_of(o - mn);
-}
 
 template <class T, class I, SddmmOp OP, EdgeFn EF, int V, int TL, FusedPath P>
 struct FusedAgent {
@@ -105,10 +97,8 @@ struct FusedAgent {
   // both lanes of a shuffle exchange compute the same value.
   __device__ __forceinline__ static void merge(State& st, const State& o, bool left) {
     if constexpr (SM) {
-      A mn, sa, sb;
-      merge_scales(left ? st.m : o.m, left ? o.m : st.m, mn, sa, sb);
-      const A ls = left ? st.s : o.s, rs = left ? o.s : st.s;
-      st.s = ls * sa + rs * sb;
+      A sa, sb;
+      softmax_merge(st.m, st.s, o.m, o.s, left, sa, sb);
 #pragma unroll
       for (int t = 0; t < TL; ++t)
 #pragma unroll
@@ -116,7 +106,6 @@ struct FusedAgent {
           const A la = left ? st.acc[t][e] : o.acc[t][e], ra = left ? o.acc[t][e] : st.acc[t][e];
           st.acc[t][e] = la * sa + ra * sb;
         }
-      st.m = mn;
     } else {
 #pragma unroll
       for (int t = 0; t < TL; ++t)
@@ -212,13 +201,9 @@ struct FusedAgent {
       for (int u = 0; u < U; ++u) {
         if (k + u >= k1) break;
         if constexpr (SM) {
-          if constexpr (EF == EdgeFn::leaky_relu_softmax)
-            sc[u] = sc[u] > A(0) ? sc[u] : static_cast<A>(a.slope) * sc[u];
-          const A mn = max(st.m, sc[u]);
-          const A scale = st.m == mn ? A(1) : exp_of(st.m - mn);
-          const A p = exp_of(sc[u] - mn);
-          st.s = st.s * scale + p;
-          st.m = mn;
+          if constexpr (EF == EdgeFn::leaky_relu_softmax) sc[u] = leaky(sc[u], a.slope);
+          A scale, p;
+          softmax_step(st.m, st.s, sc[u], scale, p);
           const A w = p * wv[u];
 #pragma unroll
           for (int t = 0; t < TL; ++t)
@@ -630,6 +615,44 @@ void launch_fused(const FusedPlan& p, const FusedArgs& f, cudaStream_t stream) {
   ws.end();
 }
 
+template <class T, class I, EdgeFn EF, int HM>
+void launch_edges_add(const FusedArgs& f, cudaStream_t stream) {
+  using Ag = EdgesAdd<T, I, EF, HM>;
+  using A = typename Ag::A;
+  constexpr size_t kVecBytes = sizeof(T) * HM;
+  const bool vec = f.H == HM && reinterpret_cast<uintptr_t>(f.Y) % kVecBytes == 0 &&
+                   reinterpret_cast<uintptr_t>(f.E) % kVecBytes == 0;
+  const typename Ag::Args a{static_cast<const I*>(f.A.rowptr), static_cast<const I*>(f.A.col),
+                            static_cast<const typename ValOf<T>::type*>(f.A.val), static_cast<const T*>(f.X),
+                            static_cast<const T*>(f.Y), static_cast<T*>(f.E), f.A.M, f.H, f.slope, vec};
+  const SegmentPlan hub = plan_edges_add(f.A.M, f.A.nnz, f.H, f.A.max_degree, Ag::SM);
+  check_grid("fusedmm", {(f.A.M + 255) / 256, (hub.nsegments * 32 + 255) / 256, hub.combine_blocks(), hub.map_blocks()},
+             1);
+  if constexpr (!Ag::SM) {
+    launch_edges_map<T, I, EF, HM>(hub, a, f.A.nnz, f.A.max_degree, stream);
+  } else {
+    constexpr int B = FusedTuning::kBlockThreads;
+    HubWorkspace ws;
+    if (hub.seg > 0) {
+      const size_t elems = static_cast<size_t>(hub.nsegments) * 2 * a.H * 2;
+      const size_t fin_elems = static_cast<size_t>(hub.nsegments) * a.H * 2;
+      ws.begin(hub, (elems + fin_elems) * sizeof(A), a.rowptr, a.M, f.A.nnz, f.A.max_degree, stream);
+      A* fin = ws.payload<A>(elems * sizeof(A));
+      const auto seg_blocks = static_cast<unsigned>((hub.nsegments * 32 + B - 1) / B);
+      fused_edges_add_segment_kernel<T, I, EF, HM><<<seg_blocks, B, 0, stream>>>(a, ws.geometry(), ws.payload<A>());
+      GS_LAUNCH_CHECK("fused_edges_add_segment_kernel");
+      using Cmb = FusedCombine<T, EF>;
+      launch_hub_combine<Cmb>(hub, a.rowptr, ws, typename Cmb::Params{ws.payload<A>(), nullptr, fin, a.H, 0}, stream);
+      fused_edges_add_norm_kernel<T, I, EF, HM><<<seg_blocks, B, 0, stream>>>(a, ws.geometry(), fin);
+      GS_LAUNCH_CHECK("fused_edges_add_norm_kernel");
+    }
+    fused_edges_add_kernel<T, I, EF, HM><<<static_cast<unsigned>((a.M + B - 1) / B), B, 0, stream>>>(
+        a, hub.row_limit());
+    GS_LAUNCH_CHECK("fused_edges_add_kernel");
+    ws.end();
+  }
+}
+
 // Checks sizes and pointers; false when there is nothing to compute. D == 0 is work when E is
 // given (edge values only: every lane's output columns are masked; on the one-vector walk the
 // aggregation is skipped), none without it.
@@ -645,8 +668,9 @@ inline bool fused_has_work(const FusedArgs& f) {
   return true;
 }
 
-// GNNSPARSE_CUDA_FUSEDMM: unset, "" or "auto" (the plan), "generic" (never the one-vector path:
-// the kernel it replaced, kept for comparison in the bench and the tests). Read at every call.
+// GNNSPARSE_CUDA_FUSEDMM: unset, "" or "auto" (the plan), "generic" (never the one-vector path nor
+// EdgesAdd: the kernels they replaced, kept for comparison in the bench and the tests). Read at
+// every call.
 inline bool fused_one_allowed() {
   const char* e = std::getenv("GNNSPARSE_CUDA_FUSEDMM");
   if (e == nullptr || *e == '\0' || std::strcmp(e, "auto") == 0) return true;
@@ -662,15 +686,25 @@ void run_fused(const FusedArgs& f, cudaStream_t stream) {
                        reinterpret_cast<uintptr_t>(f.Y) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(f.Z) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(f.out) % 16 == 0;
+  const bool tuned = fused_one_allowed();
+  if constexpr (OP == SddmmOp::add) {
+    // the edge values alone: EdgesAdd (all heads of a row together), up to 8 heads
+    if (f.D == 0 && f.H <= 8 && tuned) {
+      if (f.H <= 4) launch_edges_add<T, I, EF, 4>(f, stream);
+      else launch_edges_add<T, I, EF, 8>(f, stream);
+      return;
+    }
+  }
   const FusedPlan p = plan_fused(f.A.M, f.A.nnz, f.H, f.F, f.D, OP == SddmmOp::add, f.A.max_degree, sizeof(T),
-                                 aligned, f.Y == f.Z, fused_one_allowed());
+                                 aligned, f.Y == f.Z, tuned);
   check_grid("fusedmm", {p.row_blocks, p.long_blocks, p.segment_blocks, p.hub.combine_blocks(), p.hub.map_blocks()},
              p.col_blocks);
   dispatch_vec<16 / sizeof(T)>(p.vec, [&](auto v) {
     constexpr int V = decltype(v)::value;
     constexpr int TL2 = FusedTuning::kMaxVecsPerLane;
-    if constexpr (V == 1) {  // the scalar path (odd widths): one instance, TL = 2 (the plan's)
-      launch_fused<T, I, OP, EF, 1, TL2, FusedPath::generic>(p, f, stream);
+    if constexpr (V == 1) {  // the scalar path (odd widths): one instance, the plan's TL
+      constexpr int TLs = fused_scalar_tl(1, OP == SddmmOp::add);
+      launch_fused<T, I, OP, EF, 1, TLs, FusedPath::generic>(p, f, stream);
     } else if (p.per_lane == 1) {
       if constexpr (OP == SddmmOp::dot) {
         if (p.one_same) return launch_fused<T, I, OP, EF, V, 1, FusedPath::one_same>(p, f, stream);

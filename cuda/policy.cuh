@@ -464,6 +464,14 @@ inline Gatv2Plan plan_gatv2(int64_t M, int64_t nnz, int64_t H, int64_t C, int64_
   return p;
 }
 
+// EdgesAdd (edges_add.cuh: op add's edge values, FusedMM with D = 0 and SDDMM add): the hub pass's
+// segments start at the hub threshold, not kMinSegment (a warp per segment takes all heads; on the
+// products-sized graph 256-entry segments made the combine alone 1.5 ms of 9, H100 2026-12-06);
+// a softmax keeps (max, sum) per head in each slot, a map no workspace.
+inline SegmentPlan plan_edges_add(int64_t M, int64_t nnz, int64_t H, int64_t max_deg, bool softmax) {
+  return plan_segments(M, nnz, max_deg, hub_threshold(M, nnz), softmax ? 2 * H : 0);
+}
+
 // ---- SDDMM (sddmm.cu) -----------------------------------------------------------------------
 // dot: one group of G lanes per (row, head), lanes split F into vectors; the row operand X[i]
 // is loaded once per batch of U edges, the U gathered Y rows are the traffic, and a transposed
@@ -509,6 +517,10 @@ inline SddmmPlan plan_sddmm(int64_t M, int64_t nnz, int64_t H, int64_t F, int64_
     const int64_t groups = (nnz + SddmmTuning::kEdgesPerGroup - 1) / SddmmTuning::kEdgesPerGroup;
     const int64_t groups_per_block = SddmmTuning::kBlockThreads / p.group;
     p.blocks = (groups + groups_per_block - 1) / groups_per_block;
+    // EdgesAdd (H <= 8): its hub rows' pieces by a warp per segment; force_rows == 1 keeps the
+    // edge-chunk kernel (p.rows == 1)
+    p.hub = plan_edges_add(M, nnz, H, max_deg, false);
+    p.rows = force_rows == 1 ? 1 : 0;
     return p;
   }
   p.vec = (aligned && F % vfull == 0) ? vfull : 1;
@@ -548,6 +560,8 @@ inline SddmmPlan plan_sddmm(int64_t M, int64_t nnz, int64_t H, int64_t F, int64_
 struct FusedTuning {
   static constexpr int kBlockThreads = 256;
   static constexpr int kMaxVecsPerLane = 2;  // TL: D columns per lane, kMaxVecsPerLane * V at most
+  static constexpr int kScalarColsAdd = 6;   // TL of the scalar path (V = 1) with op add: 8 lanes per
+                                             // row at D = 47 (the vector path's G at D = 48)
   static constexpr int kUnroll = 4;          // edges in flight per group
   static constexpr int kUnrollSame = 8;      // the same, one-vector walk with Y is Z (one gather per edge)
   static constexpr int kMinBlocks = 3;       // fp32, TL = 1, add or Y is Z: >= 24 warps per SM
@@ -568,6 +582,12 @@ struct FusedPlan {
   int64_t segment_blocks = 0;
   int64_t long_blocks = 0;  // one path: one warp per 32 (row, head) items (rows longer than kWarpRowMin)
 };
+// Columns of D per lane in the generic walk: kMaxVecsPerLane vectors, or on the scalar path with op
+// add (GAT: a scalar score, so lanes only split D) kScalarColsAdd columns, so that an odd D keeps
+// the vector path's lanes per row and loads per lane (D = 47: 8 lanes x 6 instead of 32 x 2).
+constexpr int fused_scalar_tl(int vec, bool add) {
+  return vec == 1 && add ? FusedTuning::kScalarColsAdd : FusedTuning::kMaxVecsPerLane;
+}
 inline FusedPlan plan_fused(int64_t M, int64_t nnz, int64_t H, int64_t F, int64_t D, bool add,
                             int64_t max_deg, int elem_bytes, bool aligned, bool y_is_z, bool allow_one = true) {
   FusedPlan p;
@@ -575,11 +595,12 @@ inline FusedPlan plan_fused(int64_t M, int64_t nnz, int64_t H, int64_t F, int64_
   p.vec = (aligned && D % vfull == 0 && (add || F % vfull == 0)) ? vfull : 1;
   const int64_t fv = add ? 1 : (F + p.vec - 1) / p.vec;
   const int64_t dv = (D + p.vec - 1) / p.vec;
-  const int64_t per_lane = FusedTuning::kMaxVecsPerLane;
+  const int64_t per_lane = fused_scalar_tl(p.vec, add);
   p.group = static_cast<int>(std::min<int64_t>(
       32, pow2ceil(std::max<int64_t>(fv, (dv + per_lane - 1) / per_lane))));
-  // TL = 1 when a lane's share of D is one vector; the scalar path (V = 1) always has TL = 2
-  p.per_lane = p.vec > 1 && (dv + p.group - 1) / p.group <= 1 ? 1 : FusedTuning::kMaxVecsPerLane;
+  // TL = 1 when a lane's share of D is one vector; the scalar path (V = 1) always has TL =
+  // fused_scalar_tl (2, or kScalarColsAdd with op add)
+  p.per_lane = p.vec > 1 && (dv + p.group - 1) / p.group <= 1 ? 1 : static_cast<int>(per_lane);
   const int64_t cols_per_group = int64_t(p.group) * p.vec * p.per_lane;
   p.col_blocks = std::max<int64_t>(1, (D + cols_per_group - 1) / cols_per_group);
   // Y is Z: the dot's F chunks are exactly the lane's D vectors (one column block, F == D).

@@ -9,12 +9,15 @@
 // SddmmRowsAgent), the row operands in shared memory. Hub rows (longer than
 // the plan's threshold) take the hub pass of segments.cuh without its combine: a warp per
 // (segment, head) splits each hub piece over its groups, which write their edges directly.
-// add: a group per run of kEdgesPerGroup consecutive edges (one binary search for its first row),
-// lanes over heads. Fixed shuffle trees: bitwise reproducible.
+// add: up to 8 heads EdgesAdd (edges_add.cuh, shared with FusedMM's edge values): a lane per row,
+// all heads, a warp per longer row, hub rows' pieces by a warp per segment; more heads a group per
+// run of kEdgesPerGroup consecutive edges (one binary search for its first row), lanes over heads.
+// Fixed shuffle trees: bitwise reproducible.
 // Dense-ish fp32 dot (sorted columns, one head) may take the tensor-core kernel of sddmm_tc.cu
 // instead (run_sddmm asks sddmm_tc first; knob GNNSPARSE_CUDA_SDDMM=auto|row|tc).
 #include "common.cuh"
 #include "dispatch.cuh"
+#include "edges_add.cuh"
 #include "policy.cuh"
 #include "sddmm_tc.cuh"
 #include "segments.cuh"
@@ -326,8 +329,8 @@ inline bool sddmm_has_work(const SddmmArgs& a) {
 }
 
 // GNNSPARSE_CUDA_SDDMM_ROWS: unset or "" (the plan), or 1, 2, 4: rows per group of the dot row kernel
-// (1: a group per row, the kernel the multi-row walk replaced; kept for comparison in the bench and
-// the tests). Read at every call.
+// (1: the kernels the row walks replaced, kept for comparison in the bench and the tests: dot a
+// group per row; add the edge-chunk kernel, not EdgesAdd). Read at every call.
 inline int sddmm_rows_override() {
   const char* e = std::getenv("GNNSPARSE_CUDA_SDDMM_ROWS");
   if (e == nullptr || *e == '\0') return 0;
@@ -363,6 +366,18 @@ void run_sddmm(const SddmmArgs& a, cudaStream_t stream) {
   const auto* yp = static_cast<const T*>(a.Y);
   constexpr int B = SddmmTuning::kBlockThreads;
   if constexpr (OP == SddmmOp::add) {
+    if (H <= 8 && p.rows != 1) {  // EdgesAdd (edges_add.cuh): all heads of a row per lane or warp
+      auto rows = [&](auto hm) {
+        constexpr int HM = decltype(hm)::value;
+        const size_t vb = sizeof(T) * HM;
+        const bool vec = H == HM && reinterpret_cast<uintptr_t>(yp) % vb == 0 && reinterpret_cast<uintptr_t>(ep) % vb == 0;
+        launch_edges_map<T, I, EdgeFn::none, HM>(p.hub, {rp, cp, nullptr, xp, yp, ep, M, H, 0.0, vec}, nnz,
+                                                 a.A.max_degree, stream);
+      };
+      if (H <= 4) rows(std::integral_constant<int, 4>{});
+      else rows(std::integral_constant<int, 8>{});
+      return;
+    }
     sddmm_add_kernel<T, I><<<static_cast<unsigned>(p.blocks), B, 0, stream>>>(rp, cp, xp, yp, ep, M, nnz, H,
                                                                                p.group);
     GS_LAUNCH_CHECK("sddmm_add_kernel");

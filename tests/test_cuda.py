@@ -473,6 +473,43 @@ def test_sddmm_add_backend(dt, H):
     close(host(E), want, dt)
 
 
+def rows_graph(graph, short_seed, skewed_seed):
+    """(M, K, rowptr, col) of the SDDMM row-walk tests: "short" rows of ~5 entries (M not a multiple
+    of 4, empty rows), "skewed" (skewed_graph: rows of 0..3 and 40 of 33..600 entries), or "hub"
+    (rows of ~20 and one of 110,000 entries)."""
+    if graph == "short":
+        M, K = 1001, 300
+        rowptr, col, _ = make_graph(M, K, 5, seed=short_seed)
+    elif graph == "skewed":
+        M, K = 3001, 500
+        rowptr, col, _ = skewed_graph(M, K, seed=skewed_seed)
+    else:
+        M, K = 401, 3000
+        rowptr, col, _ = make_graph(M, K, 20, seed=5, hub=110_000)
+    return M, K, rowptr, col
+
+
+@pytest.mark.parametrize("rows", ["", "1"])
+@pytest.mark.parametrize("dt,H", [("float32", 1), ("float32", 4), ("bfloat16", 3), ("float64", 8), ("float16", 5),
+                                  ("float32", 9)])
+@pytest.mark.parametrize("graph", ["short", "skewed", "hub"])
+def test_sddmm_add_rows(monkeypatch, rows, dt, H, graph):
+    # up to 8 heads: EdgesAdd (a lane per row and all its heads, a warp per row longer than 32,
+    # hub rows' pieces by a warp per segment); GNNSPARSE_CUDA_SDDMM_ROWS=1 (and 9 heads) the
+    # edge-chunk kernel it replaced: the same bits
+    monkeypatch.setenv("GNNSPARSE_CUDA_SDDMM_ROWS", rows)
+    M, K, rowptr, col = rows_graph(graph, H, H)
+    for itype in ("int32", "int64"):
+        r, c, _ = dev_graph(rowptr, col, None, itype, torch.float32)
+        X, Y = rand((M, H), dt, 1), rand((K, H), dt, 2)
+        poison()
+        E = cudab.sddmm(r, c, X, Y, M, K, "add")
+        close(host(E), ref.sddmm(ns(rowptr, col, None, M, K), host(X), host(Y), "add"), dt)
+        monkeypatch.setenv("GNNSPARSE_CUDA_SDDMM_ROWS", "1")
+        same_bits(E, cudab.sddmm(r, c, X, Y, M, K, "add"))
+        monkeypatch.setenv("GNNSPARSE_CUDA_SDDMM_ROWS", rows)
+
+
 @pytest.mark.parametrize("dt,H,F", [("float32", 1, 32), ("float32", 2, 4), ("bfloat16", 1, 64), ("float64", 1, 3)])
 def test_sddmm_dot_skewed_rows(dt, H, F):
     # rows of 33..600 entries are split over the warp's groups
@@ -612,15 +649,7 @@ def test_sddmm_dot_rows(monkeypatch, rows, dt, H, F, graph):
     # batches cross row ends; unset: the plan's choice). M is not a multiple of 4; empty rows; rows
     # longer than 32 in a group make it walk its other rows one at a time; hub rows are left out.
     monkeypatch.setenv("GNNSPARSE_CUDA_SDDMM_ROWS", rows)
-    if graph == "short":
-        M, K = 1001, 300
-        rowptr, col, _ = make_graph(M, K, 5, seed=F + H)
-    elif graph == "skewed":
-        M, K = 3001, 500
-        rowptr, col, _ = skewed_graph(M, K, seed=F)
-    else:
-        M, K = 401, 3000
-        rowptr, col, _ = make_graph(M, K, 20, seed=5, hub=110_000)
+    M, K, rowptr, col = rows_graph(graph, F + H, F)
     for itype in ("int32", "int64"):
         r, c, _ = dev_graph(rowptr, col, None, itype, torch.float32)
         X, Y = rand((M, H, F), dt, 1), rand((K, H, F), dt, 2)

@@ -33,9 +33,10 @@ def dev(request):
     return torch.device(request.param)
 
 
-def make_graph(seed, M, K, deg, hub, itype, weighted, dev):
+def make_graph(seed, M, K, deg, hub, itype, weighted, dev, fixed=()):
     """(gs.CSR on dev, its host arrays for the oracle): empty rows (the last one too), a repeated
-    column, rows longer than a warp, optionally one hub row of `hub` entries."""
+    column, rows longer than a warp, optionally one hub row of `hub` entries; `fixed`: (row,
+    length) pairs."""
     rng = np.random.default_rng(seed)
     d = rng.poisson(deg, M)
     d[rng.random(M) < 0.2] = 0
@@ -43,6 +44,8 @@ def make_graph(seed, M, K, deg, hub, itype, weighted, dev):
     d[1] = 70  # longer than a warp: the multi-group walk
     if hub:
         d[M // 2] = hub
+    for r, n in fixed:
+        d[r] = n
     rowptr = np.zeros(M + 1, np.int64)
     np.cumsum(d, out=rowptr[1:])
     col = rng.integers(0, K, int(rowptr[-1]))
@@ -88,10 +91,12 @@ def test_edges_only_bitwise(dev, edge, op, H, F, dt, itype, weighted, hub):
     want = ref.fusedmm(Ah, X.cpu().numpy(), Y.cpu().numpy(), Z.cpu().numpy(), op, edge, 0.1, return_edges=True)[1]
     tol = 1e-10 if dt == torch.float64 else 1e-4
     np.testing.assert_allclose(E.cpu().numpy(), want, rtol=tol, atol=tol)
-    # CUDA, a hub row, several heads, dot on the one-vector walk, a row softmax: the hub pass's
-    # softmax states of D = 0 and D = F differ in rounding (measured on the H200, 2026-12-02: the
-    # values agree with the fp64 reference above and with each other to rounding, not bitwise)
-    rounding = dev.type == "cuda" and hub > 0 and H > 1 and op == "dot" and edge.endswith("softmax")
+    # CUDA, a hub row and a row softmax, with several heads and dot on the one-vector walk, or op
+    # add (D = 0 takes EdgesAdd, whose hub segments are longer): the hub pass's softmax states of
+    # D = 0 and D = F differ in rounding (measured on the H200, 2026-12-02: the values agree with
+    # the fp64 reference above and with each other to rounding, not bitwise)
+    rounding = (dev.type == "cuda" and hub > 0 and edge.endswith("softmax")
+                and ((H > 1 and op == "dot") or op == "add"))
     for D in twins(dev, op, F, X.element_size()):
         Zd = Z[:, :, :D].contiguous()
         Ed = gs.fusedmm(A, X, Y, Zd, op=op, edge=edge, slope=0.1, return_edges=True)[1]
@@ -100,6 +105,53 @@ def test_edges_only_bitwise(dev, edge, op, H, F, dt, itype, weighted, hub):
         else:
             assert torch.equal(E, Ed), f"D = 0 and D = {D} edge values differ"
     assert torch.equal(E, gs.fusedmm(A, X, Y, Z0, op=op, edge=edge, slope=0.1, return_edges=True)[1])
+
+
+@pytest.mark.parametrize("edge", EDGES)
+@pytest.mark.parametrize("dt,H", [(torch.float32, 1), (torch.float32, 4), (torch.float32, 3), (torch.bfloat16, 4),
+                                  (torch.float64, 8), (torch.float16, 5), (torch.float32, 9)])
+@pytest.mark.parametrize("hub", [0, 3000])
+def test_edges_add_all_heads(monkeypatch, edge, dt, H, hub):
+    # CUDA, op add, D = 0 (GAT's attention weights): up to 8 heads take EdgesAdd (all heads of a
+    # row together); its edge values are bitwise those of the generic walk it replaced
+    # (GNNSPARSE_CUDA_FUSEDMM=generic) -- except a row softmax's hub row, whose segments differ
+    # (equal to rounding) -- and match the oracle. Rows of 32 and 33 entries sit on either side of
+    # the short / long boundary; 9 heads fall back to the generic walk.
+    if not torch.cuda.is_available():
+        pytest.skip("CUDA only: the CPU device has no EdgesAdd")
+    dev = torch.device("cuda")
+    M, K = 300, 200
+    A, Ah = make_graph(H + hub, M, K, 12, hub, "int32", True, dev, fixed=((2, 32), (3, 33)))
+    X, Y, _ = inputs(H, M, K, H, 1, 0, "add", dt, dev)
+    Z0 = X.new_empty((K, H, 0))
+    want = ref.fusedmm(Ah, X.cpu().double().numpy(), Y.cpu().double().numpy(), np.zeros((K, H, 1)), "add", edge,
+                       0.2, return_edges=True)[1]
+    hub_edges = torch.zeros(Ah.nnz, dtype=torch.bool, device=dev)
+    if hub and edge.endswith("softmax"):
+        hub_edges[int(Ah.rowptr[M // 2]):int(Ah.rowptr[M // 2 + 1])] = True
+
+    def same(a, b):
+        assert torch.equal(a[~hub_edges], b[~hub_edges])
+        r = {torch.float64: 1e-12, torch.float32: 2e-6, torch.bfloat16: 1e-2, torch.float16: 2e-3}[dt]
+        torch.testing.assert_close(a[hub_edges], b[hub_edges], rtol=r, atol=r)
+
+    res = {}
+    for path in ("auto", "generic"):
+        monkeypatch.setenv("GNNSPARSE_CUDA_FUSEDMM", path)
+        res[path] = gs.fusedmm(A, X, Y, Z0, op="add", edge=edge, slope=0.2, return_edges=True)[1]
+        assert not torch.isnan(res[path]).any()
+    same(res["auto"], res["generic"])
+    tol = {torch.float64: 1e-10, torch.float32: 1e-4, torch.bfloat16: 3e-2, torch.float16: 5e-3}[dt]
+    np.testing.assert_allclose(res["auto"].double().cpu().numpy(), want, rtol=tol, atol=tol)
+    # repeatable
+    monkeypatch.setenv("GNNSPARSE_CUDA_FUSEDMM", "auto")
+    assert torch.equal(res["auto"], gs.fusedmm(A, X, Y, Z0, op="add", edge=edge, slope=0.2, return_edges=True)[1])
+    # unweighted, 64-bit indices
+    A64 = gs.CSR(A.rowptr.long(), A.col.long(), None, shape=(M, K))
+    for path in ("auto", "generic"):
+        monkeypatch.setenv("GNNSPARSE_CUDA_FUSEDMM", path)
+        res[path] = gs.fusedmm(A64, X, Y, Z0, op="add", edge=edge, slope=0.2, return_edges=True)[1]
+    same(res["auto"], res["generic"])
 
 
 @pytest.mark.parametrize("edge", ["softmax", "leaky_relu_softmax", "exp"])
