@@ -241,15 +241,14 @@ class GATConv(tnn.GATConv):
             # attention and aggregation in one step that keeps no per-edge tensor for the backward
             out = qa.gat_attend(g, A, AT, perm, a_dst, a_src, token, handle, bits, self.logit_bits,
                                 self.negative_slope, self._scales)
-            out = out.reshape(-1, H * C) if self.concat else out.mean(1)
-            return out + self.bias if self.bias is not None else out
-        if self.logit_bits is None:  # one fused call (FusedMM's D = 0 edges form), no (nnz, H) temporaries
-            alpha = gf.fusedmm(g, a_dst, a_src, a_src.new_empty((n, H, 0)), "add", L.GAT_EDGE, self.negative_slope,
-                               return_edges=True)[1]
-        else:  # the quantized logits, turned into the weights in their own storage
-            alpha = qa.leaky_edge_softmax(g, qa.sddmm_add(A, a_src, a_dst, self.logit_bits), self.negative_slope)
-        alpha = F.dropout(alpha, p=self.dropout, training=self.training)
-        out = qa.gat_aggregate(A, AT, perm, alpha, token, handle, bits, self._scales)
+        else:
+            if self.logit_bits is None:  # one fused call (FusedMM's D = 0 edges form), no (nnz, H) temporaries
+                alpha = gf.fusedmm(g, a_dst, a_src, a_src.new_empty((n, H, 0)), "add", L.GAT_EDGE,
+                                   self.negative_slope, return_edges=True)[1]
+            else:  # the quantized logits, turned into the weights in their own storage
+                alpha = qa.leaky_edge_softmax(g, qa.sddmm_add(A, a_src, a_dst, self.logit_bits), self.negative_slope)
+            alpha = F.dropout(alpha, p=self.dropout, training=self.training)
+            out = qa.gat_aggregate(A, AT, perm, alpha, token, handle, bits, self._scales)
         out = out.reshape(-1, H * C) if self.concat else out.mean(1)
         if self.bias is not None:
             out = out + self.bias
