@@ -8,7 +8,8 @@ added as GATConv does), float32, one head unless --heads says otherwise:
   heads    gs.spmm_heads-style aggregation with per-edge weights (the backward's dZ = A^T (w) dOut)
   dot      gs.sddmm(A, dOut, Z, "dot"): the backward's d(weights)
   edges    gs.fusedmm(..., Z of no columns, return_edges=True): the edge values alone (the
-           recomputation of the backward; --heads sets its head count)
+           recomputation of the backward; --heads sets its head count); "edges ... generic" is
+           the same call on the walk that EdgesAdd replaced (GNNSPARSE_CUDA_FUSEDMM=generic)
   add      gs.sddmm(A, a_dst, a_src, "add"): the logits alone (the same heads)
 
     python bench/gat_widths.py [--widths 47,48] [--heads 4] [--reps 10] [--nodes N --edges E]
@@ -20,6 +21,7 @@ run of the same calls on the CPU device, wall clock).
 from __future__ import annotations
 
 import argparse
+import os
 
 import gnnsparse as gs
 from gnnsparse.bench import timing
@@ -71,6 +73,8 @@ def main(argv=None):
     hd, hs = rnd(n, H), rnd(n, H)
     fns[f"edges H={H}"] = lambda i: gs.fusedmm(A, hd, hs, hs.new_empty((n, H, 0)), "add", "leaky_relu_softmax", 0.2,
                                               return_edges=True)
+    fns[f"edges H={H} generic"] = lambda i: _generic(lambda: gs.fusedmm(A, hd, hs, hs.new_empty((n, H, 0)), "add",
+                                                                     "leaky_relu_softmax", 0.2, return_edges=True))
     fns[f"add H={H}"] = lambda i: gs.sddmm(A, hd, hs, "add")
     if dev.type == "cuda":
         ts = timing.events(fns, repeat=a.reps, warmup=2, torch=torch)
@@ -83,7 +87,20 @@ def main(argv=None):
         kind = k.split()[0]
         ms = timing.median(v) * 1e3
         base.setdefault(kind, ms)
-        print(f"  {k:14s} {ms:9.3f}   {ms / base[kind]:.2f}x the first {kind}")
+        print(f"  {k:22s} {ms:9.3f}   {ms / base[kind]:.2f}x the first {kind}")
+
+
+def _generic(fn):
+    """fn() with GNNSPARSE_CUDA_FUSEDMM=generic (read at every call), the setting restored."""
+    old = os.environ.get("GNNSPARSE_CUDA_FUSEDMM")
+    os.environ["GNNSPARSE_CUDA_FUSEDMM"] = "generic"
+    try:
+        return fn()
+    finally:
+        if old is None:
+            del os.environ["GNNSPARSE_CUDA_FUSEDMM"]
+        else:
+            os.environ["GNNSPARSE_CUDA_FUSEDMM"] = old
 
 
 def _heads(A, w, Z):
