@@ -18,7 +18,9 @@ namespace gnnsparse {
 // exp(m_old - m_new)); when E is requested the first pass also stores the raw scores there and a
 // second pass turns them into the normalized weights (no score is computed twice). D == 0 (edge
 // values only, E given) skips the Z gathers and the Out stores: the scores and the softmax are
-// those of any D.
+// those of any D. With op add and D == 0 there is nothing for the lanes to share (the score is one
+// scalar sum, no columns), so each lane takes its own (row, head) -- the same operations in the same
+// order per (row, head), SG times fewer sub-groups (sycl/policy.hpp fusedmm_launch sizes the range).
 template <typename T, SddmmOp OP, int SG>
 inline T sg_score(const sycl::sub_group &sg, long lane, const T *X, const T *Y, long i, long j, long h, long H,
                   long F) {
@@ -62,11 +64,13 @@ SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<SG>))
 void fusedmm_csr_sg(const I *rowptr, const I *col, const T *val, const T *X, const T *Y, const T *Z, T *Out, T *E,
                     long M, long H, long F, long D, long ntiles, T slope) {
   const auto [sg, g, lane] = subgroup_slot();
-  const long tile = g % ntiles, ih = g / ntiles;
+  const bool per_lane = OP == SddmmOp::add && D == 0;  // uniform: no sub-group operation below then
+  const long tile = per_lane ? 0 : g % ntiles, ih = per_lane ? g * SG + lane : g / ntiles;
   const long i = ih / H, h = ih % H;
   if (i >= M) return;
   const long c0 = tile * SG * V + lane;
   const bool write_e = E != nullptr && tile == 0;
+  const bool writer = per_lane || lane == 0;  // of the raw scores / weights in the first pass
   const bool agg = D > 0;  // D == 0: edge values only
   const long b = long(rowptr[i]), e = long(rowptr[i + 1]);
   T acc[V];
@@ -85,7 +89,7 @@ void fusedmm_csr_sg(const I *rowptr, const I *col, const T *val, const T *X, con
       if constexpr (EF == EdgeFn::exp) w = sycl::exp(w);
     }
     if constexpr (W) w *= val[k];
-    if (write_e && lane == 0) E[k * H + h] = row_softmax(EF) ? raw : w;
+    if (write_e && writer) E[k * H + h] = row_softmax(EF) ? raw : w;
     if (agg) {
       const T *z = Z + (j * H + h) * D + c0;
 #pragma unroll
@@ -101,9 +105,10 @@ void fusedmm_csr_sg(const I *rowptr, const I *col, const T *val, const T *X, con
       if (c0 + v * SG < D) o[v * SG] = acc[v] * inv;
   }
   if constexpr (row_softmax(EF)) {
-    if (write_e) {  // second pass: the raw scores (lane 0's stores) into the normalized weights
-      sycl::group_barrier(sg);
-      for (long k = b + lane; k < e; k += SG) {
+    if (write_e) {  // second pass: the raw scores (the writer's stores) into the normalized weights
+      if (!per_lane) sycl::group_barrier(sg);  // per lane: its own stores
+      const long step = per_lane ? 1 : SG;
+      for (long k = per_lane ? b : b + lane; k < e; k += step) {
         T w = sycl::exp(E[k * H + h] - m) * inv;
         if constexpr (W) w *= val[k];
         E[k * H + h] = w;

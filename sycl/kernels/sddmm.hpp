@@ -1,6 +1,7 @@
 // Portable SYCL SDDMM (semantics: include/gnnsparse/ops.hpp). Two kernels:
-//   sddmm_csr     add (and dot on devices without sub-groups of at least 2): one work-item per
-//                 (edge k, head h), the edge's row from a binary search in rowptr;
+//   sddmm_csr     add: one work-item per row, its entries' values for every head (no search);
+//                 dot on devices without sub-groups of at least 2: one work-item per (edge k,
+//                 head h), the edge's row from a binary search in rowptr;
 //   sddmm_dot_sg  dot: a sub-group per run of (edge, head) pairs, lanes over features, one
 //                 transpose-reduce per SG pairs. NF = 0: any H and F; NF > 0: F = NF * SG, the
 //                 pairs walked one at a time with the X slice in registers (ONE_HEAD: kept
@@ -17,12 +18,17 @@ template <typename T, typename I, SddmmOp OP>
 SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))
 void sddmm_csr(const I *rowptr, const I *col, const T *X, const T *Y, T *E, long M, long nnz, long H, long F) {
   const long gid = long(global_id());
-  if (gid >= nnz * H) return;
-  const long k = gid / H, h = gid % H;
-  const long i = row_of_edge(rowptr, M, k), j = long(col[k]);
-  if constexpr (OP == SddmmOp::add) {
-    E[gid] = X[i * H + h] + Y[j * H + h];
+  if constexpr (OP == SddmmOp::add) {  // the launch covers the rows (sycl/policy.hpp sddmm_launch)
+    if (gid >= M) return;
+    const T *x = X + gid * H;
+    for (long k = long(rowptr[gid]), ke = long(rowptr[gid + 1]); k < ke; ++k) {
+      const T *y = Y + long(col[k]) * H;
+      for (long h = 0; h < H; ++h) E[k * H + h] = x[h] + y[h];
+    }
   } else {
+    if (gid >= nnz * H) return;
+    const long k = gid / H, h = gid % H;
+    const long i = row_of_edge(rowptr, M, k), j = long(col[k]);
     const T *x = X + (i * H + h) * F, *y = Y + (j * H + h) * F;
     constexpr int V = 4;
     T part[V] = {};
