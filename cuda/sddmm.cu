@@ -9,9 +9,10 @@
 // SddmmRowsAgent), the row operands in shared memory. Hub rows (longer than
 // the plan's threshold) take the hub pass of segments.cuh without its combine: a warp per
 // (segment, head) splits each hub piece over its groups, which write their edges directly.
-// add: up to 8 heads EdgesAdd (edges_add.cuh, shared with FusedMM's edge values): a lane per row,
-// all heads, a warp per longer row, hub rows' pieces by a warp per segment; more heads a group per
-// run of kEdgesPerGroup consecutive edges (one binary search for its first row), lanes over heads.
+// add: up to 8 heads EdgesAdd (edges_add.cuh, shared with FusedMM's edge values): all heads of a
+// row together, a warp per 32 short rows (lanes over their consecutive entries), a warp per longer
+// row, hub rows' pieces by a warp per segment; more heads a group per run of kEdgesPerGroup
+// consecutive edges (one binary search for its first row), lanes over heads.
 // Fixed shuffle trees: bitwise reproducible.
 // Dense-ish fp32 dot (sorted columns, one head) may take the tensor-core kernel of sddmm_tc.cu
 // instead (run_sddmm asks sddmm_tc first; knob GNNSPARSE_CUDA_SDDMM=auto|row|tc).

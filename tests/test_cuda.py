@@ -494,9 +494,9 @@ def rows_graph(graph, short_seed, skewed_seed):
                                   ("float32", 9)])
 @pytest.mark.parametrize("graph", ["short", "skewed", "hub"])
 def test_sddmm_add_rows(monkeypatch, rows, dt, H, graph):
-    # up to 8 heads: EdgesAdd (a lane per row and all its heads, a warp per row longer than 32,
-    # hub rows' pieces by a warp per segment); GNNSPARSE_CUDA_SDDMM_ROWS=1 (and 9 heads) the
-    # edge-chunk kernel it replaced: the same bits
+    # up to 8 heads: EdgesAdd (all heads of a row together: a warp per 32 short rows, a warp per
+    # row longer than 32, hub rows' pieces by a warp per segment); GNNSPARSE_CUDA_SDDMM_ROWS=1 (and
+    # 9 heads) the edge-chunk kernel it replaced: the same bits
     monkeypatch.setenv("GNNSPARSE_CUDA_SDDMM_ROWS", rows)
     M, K, rowptr, col = rows_graph(graph, H, H)
     for itype in ("int32", "int64"):

@@ -126,9 +126,10 @@ void fusedmm_csr_sg(const I *rowptr, const I *col, const T *val, const T *X, con
 // then the batch's edges in order, each weight broadcast from its lane, accumulated into the current
 // row, whose result is stored when the walk leaves it (its E normalized then). A row softmax folds
 // the batch's part of a row into its running (max, sum) at once (two sub-group reductions, one
-// rescale); edge values alone (D = 0) without a softmax skip the per-edge walk. The edge function and the values are run-time arguments (uniform branches), so
-// one instance serves them all. Where the per-edge group reduction of fusedmm_csr_sg cost ~10
-// instructions per edge, the transpose-reduce costs ~5. Fixed order: bitwise reproducible for a
+// rescale); edge values alone (D = 0) without a softmax skip the per-edge walk. The edge function
+// and the values are run-time arguments (uniform branches), so one instance serves them all. Where
+// the per-edge group reduction of fusedmm_csr_sg cost ~10 instructions per edge, the
+// transpose-reduce costs ~5. Fixed order: bitwise reproducible for a
 // given sub-group size and row run; the edge values do not depend on D (D = 0: edge values only).
 template <typename T, typename I, int SG, int NF, int V>
 SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))
