@@ -216,6 +216,28 @@ class CSR(GraphMethods):
             hit = self._derived[key] = (stamp, build())
         return hit[1]
 
+    def _dense_copy(self, key, build):
+        """A dense copy of this matrix made by build() (gnnsparse._dense), kept like the device views:
+        until the values change (torch: their version counter), `val` is assigned, or invalidate()."""
+        stamp = self._stamp() if self._torch else None
+        hit = self._views.get(key)
+        if hit is not None and hit[1] == stamp:
+            return hit[0]
+        D = build()
+        self._views[key] = (D, stamp)
+        return D
+
+    def drop_dense(self):
+        """Free the dense copies (CSR.dense_nbytes); the next dense-ish call makes its copy again."""
+        for k in [k for k in self._views if k[0] == "dense"]:
+            del self._views[k]
+
+    @property
+    def dense_nbytes(self) -> int:
+        """Device memory held by dense copies of this matrix: the dense-ish route of SpMM on a GPU
+        keeps one per device and precision (M K 4 bytes, 2 for bf16; see gnnsparse._dense). 0 if none."""
+        return sum(v[0].numel() * v[0].element_size() for k, v in self._views.items() if k[0] == "dense")
+
     def _stamp(self):
         """Version counters of torch arrays (None for other kinds)."""
         if not self._torch:

@@ -24,6 +24,7 @@ import sys
 from typing import NamedTuple, Optional, Protocol
 
 from . import _arrays, _core
+from . import _dense as _dense_route
 from ._backends import BackendUnavailable, backend_for
 from ._csr import CSR, _astype, _val_dtype_for
 
@@ -335,7 +336,13 @@ def launch_spmm(A: CSR, X, reduce, return_arg, precision):
     X, dt = _dense(b, "X", X)
     red, prec, M, K, C, tail = check_spmm(A.shape, X.shape, reduce, return_arg, precision)
     view = A._view(b, b.place(X), X, None if A.val is None else _val_dtype_for(dt))
-    Y, arg = b.spmm(view, shaped(X, (K, C)), M, C, _DTYPE[dt][0], red, return_arg, prec)
+    Y = None
+    if b.name == "cuda" and not return_arg:
+        Y = _dense_route.spmm(A, view, shaped(X, (K, C)), reduce, precision, dt, C)
+    if Y is not None:  # dense-ish: cuBLAS on the CSR's dense copy (gnnsparse._dense)
+        arg = None
+    else:
+        Y, arg = b.spmm(view, shaped(X, (K, C)), M, C, _DTYPE[dt][0], red, return_arg, prec)
     if len(tail) != 1:
         Y = Y.reshape((M,) + tail)
         arg = None if arg is None else arg.reshape((M,) + tail)
@@ -465,7 +472,13 @@ def launch_sddmm(A: CSR, X, Y, op, precision):
     place = b.place(X)
     same_place(b, place, Y=Y)
     view = A._view(b, place, X, None)
-    E = b.sddmm(view, shaped(X, c.x_shape), shaped(Y, c.y_shape), A.nnz, c.H, c.F, _DTYPE[dt][0], c.op, c.precision)
+    E = None
+    if b.name == "cuda" and op == "dot":  # dense-ish: a cuBLAS GEMM, gathered (gnnsparse._dense)
+        E = _dense_route.sddmm_dot(A, view, X, Y, precision, dt, c.H, c.F)
+        E = None if E is None else E.reshape((A.nnz, c.H))
+    if E is None:
+        E = b.sddmm(view, shaped(X, c.x_shape), shaped(Y, c.y_shape), A.nnz, c.H, c.F, _DTYPE[dt][0], c.op,
+                    c.precision)
     return wrap_like(X0, X, E.reshape((A.nnz,)) if c.squeeze else E)[0]
 
 

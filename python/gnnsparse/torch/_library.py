@@ -84,7 +84,9 @@ def _csr(rowptr: Tensor, col: Tensor, val: Optional[Tensor], num_cols: int, cach
     kept; per-call values pass cache=False."""
     shape = (rowptr.shape[0] - 1, int(num_cols))
     if not cache:
-        return _share_structure(gs.CSR(rowptr, col, val, shape, validate=False, copy=False), rowptr, col)
+        A = _share_structure(gs.CSR(rowptr, col, val, shape, validate=False, copy=False), rowptr, col)
+        A._per_call = True  # gnnsparse._dense builds no dense copy for one call
+        return A
     try:
         key = (_stamp(rowptr), col._version, shape, _stamp(val))
     except RuntimeError:  # inference tensors carry no version counter: not kept
@@ -98,6 +100,9 @@ def _csr(rowptr: Tensor, col: Tensor, val: Optional[Tensor], num_cols: int, cach
                                                  shape, validate=False, copy=False), rowptr, col)
         if len(store) > 3:
             store.popitem(last=False)
+        for other in store.values():  # one dense copy per pattern (gnnsparse._dense): values that
+            if other is not A:        # change every step would otherwise keep three
+                other.drop_dense()
     else:
         store.move_to_end(key)
     return A
