@@ -228,6 +228,14 @@ def test_declined_calls_stay_correct(monkeypatch):
     _check_spmm(A, X[:, :8].contiguous(), "sum", gs.spmm(A, X[:, :8].contiguous()), 1e-5)  # N < 16
     _check_spmm(A, X.double(), "sum", gs.spmm(A, X.double()), 1e-12)  # float64
     assert A.dense_nbytes == 0
+    # inf / NaN in X: a GEMM would spread them to every row (0 * inf); the kernels give them only
+    # to the rows that store their column
+    Xi = X.clone()
+    Xi[5, 3], Xi[7, 0] = float("inf"), float("nan")
+    want = ref.spmm(A, Xi.cpu().numpy(), "sum")
+    assert np.isfinite(want).any() and not np.isfinite(want).all()
+    np.testing.assert_allclose(gs.spmm(A, Xi).cpu().numpy(), want, rtol=1e-5, atol=1e-5)  # NaN == NaN
+    assert A.dense_nbytes == 0
     # repeated entries; unsorted rows
     rowptr, col, val = unique_dense_ish(M, K, 0.3, 23)
     col2 = col.copy()
@@ -312,7 +320,12 @@ def test_sddmm_route_tf32_in_blocks(monkeypatch):
         assert any(k[0] == "dense_flat" for k in A._derived)
         assert torch.equal(E, gs.sddmm(A, X, Y, "dot", precision="tf32"))
         np.testing.assert_allclose(E.cpu().numpy(), want, rtol=0, atol=5e-3 * np.abs(want).max())
+    monkeypatch.setenv("GNNSPARSE_DENSE_MAX_MB", "0")  # off
+    C = _gpu_csr(M, K, 0.2, 55, values=False)
+    gs.sddmm(C, X, Y, "dot", precision="tf32")
+    assert not any(k[0] == "dense_flat" for k in C._derived)
     # fp32 stays on the kernels (the GEMM's round trip does not beat them), as do narrow F
+    monkeypatch.delenv("GNNSPARSE_DENSE_MAX_MB")
     B = _gpu_csr(M, K, 0.2, 54, values=False)
     gs.sddmm(B, X, Y, "dot")
     gs.sddmm(B, X[:, :32].contiguous(), Y[:, :32].contiguous(), "dot", precision="tf32")

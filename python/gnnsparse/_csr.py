@@ -229,14 +229,14 @@ class CSR(GraphMethods):
 
     def drop_dense(self):
         """Free the dense copies (CSR.dense_nbytes); the next dense-ish call makes its copy again."""
-        for k in [k for k in self._views if k[0] == "dense"]:
-            del self._views[k]
+        for k in [k for k in list(self._views) if k[0] == "dense"]:
+            self._views.pop(k, None)
 
     @property
     def dense_nbytes(self) -> int:
         """Device memory held by dense copies of this matrix: the dense-ish route of SpMM on a GPU
         keeps one per device and precision (M K 4 bytes, 2 for bf16; see gnnsparse._dense). 0 if none."""
-        return sum(v[0].numel() * v[0].element_size() for k, v in self._views.items() if k[0] == "dense")
+        return sum(v[0].numel() * v[0].element_size() for k, v in list(self._views.items()) if k[0] == "dense")
 
     def _stamp(self):
         """Version counters of torch arrays (None for other kinds)."""

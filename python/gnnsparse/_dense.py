@@ -28,6 +28,10 @@ never take the route), N >= 16, a dense copy of at most `max_bytes()`, and a mat
 The choice depends only on the call (shape, density, width, precision, knobs), never on what is
 cached, so the same call gives the same bits every time.
 
+Semantics: the kernels' (include/gnnsparse/ops.hpp), also for inf / NaN in the values; an X holding
+inf or NaN keeps the kernels for SpMM (a GEMM would spread them to every row through 0 * inf: one
+read-back of X's sum per routed call finds them).
+
 Memory: the SpMM's dense copy is M K 4 bytes (2 for bf16), i.e. 0.5 / density times the CSR's own
 8 bytes per entry, kept until the values change or CSR.invalidate(); `CSR.dense_nbytes` reports
 it. The SDDMM keeps 4 (8 when M K >= 2^31) bytes per entry of flat positions and uses a transient
@@ -127,7 +131,7 @@ def _fp32_matmul(torch, tf32: bool):
             m.allow_tf32 = old
 
 
-def _eligible(A, view, X, dt: str, N: int, precision: str, table, elem_bytes: int, var: str) -> bool:
+def _eligible(A, view, X, dt: str, N: int, precision: str, table, need_bytes: int, var: str) -> bool:
     if dt != "float32" or N < MIN_WIDTH or precision not in table or A.nnz == 0:
         return False
     if getattr(A, "_per_call", False):  # the torch layer's CSR for one call: a copy would not be reused
@@ -140,7 +144,7 @@ def _eligible(A, view, X, dt: str, N: int, precision: str, table, elem_bytes: in
     if m == "off" or _kernel_forced(var):
         return False
     M, K = A.shape
-    if M * K * elem_bytes > max_bytes():
+    if need_bytes > max_bytes():  # GNNSPARSE_DENSE_MAX_MB=0: never
         return False
     if m == "auto" and not prefer(table, precision, M, K, A.nnz, N):
         return False
@@ -214,8 +218,14 @@ def spmm(A, view, X, reduce: str, precision: str, dt: str, N: int):
     """Y (M, N) by the dense route, or None when the call is not eligible or the policy declines."""
     if reduce not in ("sum", "mean"):
         return None
+    M, K = A.shape
     elem = 2 if precision == "bf16" else 4
-    if not _eligible(A, view, X, dt, N, precision, SPMM_CROSSOVER, elem, "GNNSPARSE_CUDA_SPMM"):
+    if not _eligible(A, view, X, dt, N, precision, SPMM_CROSSOVER, M * K * elem, "GNNSPARSE_CUDA_SPMM"):
+        return None
+    # a GEMM multiplies every row of X, also by the zeros: one inf or NaN in X would reach every
+    # output row (0 * inf = NaN), where the kernels give it only to the rows that store its column.
+    # Such X keeps the kernels (one read-back per call; a sum that overflows does the same, harmlessly)
+    if not bool(X.sum().isfinite()):
         return None
     return spmm_dense(A, view, X, reduce, precision)
 
@@ -240,7 +250,7 @@ def sddmm_dot(A, view, X, Y, precision: str, dt: str, H: int, F: int):
     formed in row blocks of at most max_bytes(), so no size limit applies beyond the flat positions."""
     if H != 1 or F < SDDMM_MIN_WIDTH:
         return None
-    if not _eligible(A, view, X, dt, F, precision, SDDMM_CROSSOVER, 0, "GNNSPARSE_CUDA_SDDMM"):
+    if not _eligible(A, view, X, dt, F, precision, SDDMM_CROSSOVER, 4 * A.shape[1], "GNNSPARSE_CUDA_SDDMM"):
         return None
     return sddmm_dense(A, view, X, Y, precision, max_bytes())
 
@@ -259,10 +269,12 @@ def sddmm_dense(A, view, X, Y, precision: str, block_bytes: int):
     rows = max(1, min(M, block_bytes // max(1, 4 * K)))
     if rows >= M:
         return torch.index_select(_block(torch, X2, Y2, precision).view(-1), 0, flat)
-    # the entries of each block of rows: rowptr at the block starts (one read back to the host)
-    bounds = view.keep[0][0:M + 1:rows].tolist()
-    if len(bounds) <= (M - 1) // rows + 1:
-        bounds.append(A.nnz)
+    # the entries of each block of rows: rowptr at the block starts, read back to the host once per
+    # (structure, block height)
+    def build():
+        b = view.keep[0][0:M + 1:rows].tolist()
+        return b + [A.nnz] if len(b) <= (M - 1) // rows + 1 else b
+    bounds = A.derived(("dense_bounds", str(X.device), rows), build)
     out = torch.empty(A.nnz, dtype=torch.float32, device=X.device)
     for b, r0 in enumerate(range(0, M, rows)):
         lo, hi = bounds[b], bounds[b + 1]
@@ -284,6 +296,8 @@ def _mm_bf16(torch, a, b):
     if a.is_cuda:
         try:
             return torch.mm(a, b, out_dtype=torch.float32)
+        except torch.cuda.OutOfMemoryError:
+            raise
         except (TypeError, RuntimeError):  # torch without mm(out_dtype=)
             pass
     return torch.mm(a, b).float()  # a bfloat16 result, widened

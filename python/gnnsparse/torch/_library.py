@@ -90,7 +90,9 @@ def _csr(rowptr: Tensor, col: Tensor, val: Optional[Tensor], num_cols: int, cach
     try:
         key = (_stamp(rowptr), col._version, shape, _stamp(val))
     except RuntimeError:  # inference tensors carry no version counter: not kept
-        return gs.CSR(rowptr, col, val, shape, validate=False, copy=False)
+        A = gs.CSR(rowptr, col, val, shape, validate=False, copy=False)
+        A._per_call = True
+        return A
     store = col.__dict__.get("_gnnsparse_csr")
     if store is None:
         store = col.__dict__["_gnnsparse_csr"] = collections.OrderedDict()
