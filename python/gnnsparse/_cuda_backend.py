@@ -146,6 +146,27 @@ class CudaBackend:
         with x.device:
             return cp.ascontiguousarray(x)
 
+    @staticmethod
+    def pad_last(x, width):
+        """x with its last axis zero-padded to `width` (a new contiguous array in x's framework)."""
+        extra = width - x.shape[-1]
+        if _is_torch(x):
+            import torch.nn.functional as F
+
+            return F.pad(x, (0, extra))
+        cp = _cupy()
+        with x.device:
+            return cp.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, extra)])
+
+    @staticmethod
+    def narrow_last(x, width):
+        """The first `width` entries of x's last axis, contiguous."""
+        if _is_torch(x):
+            return x[..., :width].contiguous()
+        cp = _cupy()
+        with x.device:
+            return cp.ascontiguousarray(x[..., :width])
+
     def upload(self, a, place, like):
         a = np.ascontiguousarray(a)
         if _is_torch(like):

@@ -20,6 +20,7 @@ naming it rather than dropping the graph.
 """
 from __future__ import annotations
 
+import os
 import sys
 from typing import NamedTuple, Optional, Protocol
 
@@ -350,6 +351,29 @@ def launch_spmm(A: CSR, X, reduce, return_arg, precision):
     return (Y, arg) if return_arg else Y
 
 
+# ---------------------------------------------------------------- widths the vector kernels take
+PAD_MIN_WIDTH = 16
+
+
+def _vector_width(b, dt: str, w: int) -> int:
+    """The width a CUDA float32 call runs at: w rounded up to a multiple of 4 floats when it is not
+    one. The CUDA kernels walk rows of 16-byte vectors only when every row starts 16-byte aligned;
+    at 47 columns (a class count) they fall back to 4-byte scalar walks, which measured 1.4-2.1x
+    slower than 48 columns on the products-sized graph (H100, 2026-12-06: FusedMM 25.8 / 18.1 ms,
+    the multi-head SpMM 23.2 / 11.0, SDDMM dot 20.9 / 13.9). So Z (and for SDDMM X and Y) are
+    copied with zero columns added, and the output is cut back: two extra passes over an (n, w)
+    array against a walk of all edges. Zeros add +0 to every sum and dot, so the values are the
+    padded walk's. Opt-in (GNNSPARSE_CUDA_PAD=on; default off) until the padded calls are measured
+    on a GPU (the copies' cost against the walks' gain) and the GPU tests (tests/test_cuda_pad.py)
+    have run."""
+    if b.name != "cuda" or dt != "float32" or w % 4 == 0 or w < PAD_MIN_WIDTH:
+        return w
+    mode = os.environ.get("GNNSPARSE_CUDA_PAD", "off").strip().lower() or "off"
+    if mode not in ("on", "off"):
+        raise ValueError(f"GNNSPARSE_CUDA_PAD={mode!r}: choose on or off")
+    return w + (-w) % 4 if mode == "on" else w
+
+
 # ---------------------------------------------------------------- spmm with per-(edge, head) weights
 def spmm_heads(A: CSR, W, Z):
     """Out[i, h, :] = sum over the entries k of row i of W[k, h] * Z[col k, h, :], every head in one
@@ -386,7 +410,11 @@ def launch_spmm_heads(A: CSR, W, Z):
     vdt = _val_dtype_for(dt)
     W = b.prepare(W if wdt == vdt else _astype(W, vdt))
     view = A._view(b, place, Z, None)
-    out = b.spmm_heads(view, W, Z, c.M, c.H, c.D, _DTYPE[dt][0])
+    Dp = _vector_width(b, dt, c.D)
+    if Dp != c.D:
+        out = b.narrow_last(b.spmm_heads(view, W, b.pad_last(Z, Dp), c.M, c.H, Dp, _DTYPE[dt][0]), c.D)
+    else:
+        out = b.spmm_heads(view, W, Z, c.M, c.H, c.D, _DTYPE[dt][0])
     return wrap_like(Z0, Z, out)[0]
 
 
@@ -477,8 +505,11 @@ def launch_sddmm(A: CSR, X, Y, op, precision):
         E = _dense_route.sddmm_dot(A, view, X, Y, precision, dt, c.H, c.F)
         E = None if E is None else E.reshape((A.nnz, c.H))
     if E is None:
-        E = b.sddmm(view, shaped(X, c.x_shape), shaped(Y, c.y_shape), A.nnz, c.H, c.F, _DTYPE[dt][0], c.op,
-                    c.precision)
+        Xs, Ys, F = shaped(X, c.x_shape), shaped(Y, c.y_shape), c.F
+        if op == "dot" and _vector_width(b, dt, F) != F:
+            F = _vector_width(b, dt, F)
+            Xs, Ys = b.pad_last(Xs, F), b.pad_last(Ys, F)
+        E = b.sddmm(view, Xs, Ys, A.nnz, c.H, F, _DTYPE[dt][0], c.op, c.precision)
     return wrap_like(X0, X, E.reshape((A.nnz,)) if c.squeeze else E)[0]
 
 
@@ -514,8 +545,15 @@ def launch_fusedmm(A: CSR, X, Y, Z, op, edge, slope, return_edges, precision):
     s = c.scores
     M = A.shape[0]
     view = A._view(b, place, X, None if A.val is None else _val_dtype_for(dt))
-    out, E = b.fusedmm(view, shaped(X, s.x_shape), shaped(Y, s.y_shape), shaped(Z, c.z_shape), M, s.H, s.F, c.D,
+    Zs, D = shaped(Z, c.z_shape), c.D
+    # Z padded to the vector width (not when Z is Y: that walk gathers one row for both products)
+    if D and Z is not Y and _vector_width(b, dt, D) != D:
+        D = _vector_width(b, dt, D)
+        Zs = b.pad_last(Zs, D)
+    out, E = b.fusedmm(view, shaped(X, s.x_shape), shaped(Y, s.y_shape), Zs, M, s.H, s.F, D,
                        _DTYPE[dt][0], s.op, c.edge, float(slope), return_edges, s.precision)
+    if D != c.D:
+        out = b.narrow_last(out, c.D)
     if len(Z.shape) == 2:
         out = out.reshape((M, c.D))
     if E is not None and s.squeeze:
