@@ -10,6 +10,8 @@ added as GATConv does), float32, one head unless --heads says otherwise:
   edges    gs.fusedmm(..., Z of no columns, return_edges=True): the edge values alone (the
            recomputation of the backward; --heads sets its head count); "edges ... generic" is
            the same call on the walk that EdgesAdd replaced (GNNSPARSE_CUDA_FUSEDMM=generic)
+  ... pad  at a width that is not a multiple of 4: the same call on zero-padded copies
+           (GNNSPARSE_CUDA_PAD=on)
   add      gs.sddmm(A, a_dst, a_src, "add"): the logits alone (the same heads)
 
     python bench/gat_widths.py [--widths 47,48] [--heads 4] [--reps 10] [--nodes N --edges E]
@@ -21,7 +23,6 @@ run of the same calls on the CPU device, wall clock).
 from __future__ import annotations
 
 import argparse
-import os
 
 import gnnsparse as gs
 from gnnsparse.bench import timing
@@ -69,12 +70,18 @@ def main(argv=None):
         fns[f"fused D={D}"] = lambda i, Z=Z: gs.fusedmm(A, ad, as_, Z, "add", "leaky_relu_softmax", 0.2)
         fns[f"heads D={D}"] = lambda i, Z=Z: _heads(A, w, Z)
         fns[f"dot D={D}"] = lambda i, Z=Z, dO=dO: gs.sddmm(A, dO, Z, "dot")
+        if D % 4 and D >= 16:  # the same calls on zero-padded copies (GNNSPARSE_CUDA_PAD=on)
+            fns[f"fused D={D} pad"] = lambda i, Z=Z: _env("GNNSPARSE_CUDA_PAD", "on", lambda: gs.fusedmm(
+                A, ad, as_, Z, "add", "leaky_relu_softmax", 0.2))
+            fns[f"heads D={D} pad"] = lambda i, Z=Z: _env("GNNSPARSE_CUDA_PAD", "on", lambda: _heads(A, w, Z))
+            fns[f"dot D={D} pad"] = lambda i, Z=Z, dO=dO: _env("GNNSPARSE_CUDA_PAD", "on",
+                                                              lambda: gs.sddmm(A, dO, Z, "dot"))
     H = a.heads
     hd, hs = rnd(n, H), rnd(n, H)
     fns[f"edges H={H}"] = lambda i: gs.fusedmm(A, hd, hs, hs.new_empty((n, H, 0)), "add", "leaky_relu_softmax", 0.2,
                                               return_edges=True)
-    fns[f"edges H={H} generic"] = lambda i: _generic(lambda: gs.fusedmm(A, hd, hs, hs.new_empty((n, H, 0)), "add",
-                                                                     "leaky_relu_softmax", 0.2, return_edges=True))
+    fns[f"edges H={H} generic"] = lambda i: _env("GNNSPARSE_CUDA_FUSEDMM", "generic", lambda: gs.fusedmm(
+        A, hd, hs, hs.new_empty((n, H, 0)), "add", "leaky_relu_softmax", 0.2, return_edges=True))
     fns[f"add H={H}"] = lambda i: gs.sddmm(A, hd, hs, "add")
     if dev.type == "cuda":
         ts = timing.events(fns, repeat=a.reps, warmup=2, torch=torch)
@@ -90,17 +97,10 @@ def main(argv=None):
         print(f"  {k:22s} {ms:9.3f}   {ms / base[kind]:.2f}x the first {kind}")
 
 
-def _generic(fn):
-    """fn() with GNNSPARSE_CUDA_FUSEDMM=generic (read at every call), the setting restored."""
-    old = os.environ.get("GNNSPARSE_CUDA_FUSEDMM")
-    os.environ["GNNSPARSE_CUDA_FUSEDMM"] = "generic"
-    try:
+def _env(var, value, fn):
+    """fn() with the knob `var` (read at every call) set to `value`, the setting restored."""
+    with timing.environ({var: value}):
         return fn()
-    finally:
-        if old is None:
-            del os.environ["GNNSPARSE_CUDA_FUSEDMM"]
-        else:
-            os.environ["GNNSPARSE_CUDA_FUSEDMM"] = old
 
 
 def _heads(A, w, Z):
