@@ -1,6 +1,7 @@
 """The dense-ish route: SpMM and SDDMM dot on dense-ish matrices through cuBLAS (via torch).
 
-On a matrix whose rows hold 10-30 % of the columns (seed 000's grid: K 1024-8192, density 0.1-0.3),
+On a matrix whose rows hold 10-30 % of the columns (the ESIMD SpMM paper's grid of
+gnnsparse.bench.generators.grid72_shapes: K 1024-8192, density 0.1-0.3),
 a dense GEMM does 3-10x more arithmetic than a sparse kernel but at a rate far above any sparse
 kernel: on the H200 (docs/grid.md) dense cuBLAS SGEMM beat our row kernels from about 20 % density
 at N = 32 and 10-15 % at N = 128, TF32 GEMMs at 2-10 % and bf16 GEMMs from ~1.5 %. So for torch
@@ -17,8 +18,8 @@ the policy below says it wins:
 Precision: "fp32" runs exact fp32 GEMMs (cuBLAS SGEMM: TF32 is switched off for the call, whatever
 torch's global setting), "tf32" TF32 GEMMs, "bf16" bfloat16 operands with float32 accumulation and
 output. Deterministic: cuBLAS gives the same bits on every run on one GPU model (and torch build);
-the dense copy is built by plain stores (no accumulation), so matrices with repeated (row, column)
-entries do not take the route.
+the dense copy holds each stored value as it is (matrices with repeated (row, column) entries, whose
+copy would hold sums, do not take the route).
 
 Eligible: the CUDA backend with torch tensors (the CSR torch, or NumPy uploaded next to torch
 inputs; CuPy arrays keep the sparse kernels), float32 features, rows with strictly increasing
@@ -199,18 +200,13 @@ def _inv_deg(A, view):
 
 
 def _dense_copy(A, view, dtype_name: str):
-    """A as a dense M x K tensor of dtype_name on the view's device, kept on the CSR."""
+    """A as a dense M x K tensor of dtype_name on the view's device (CSR.to_dense: every position
+    is written once, the route takes no repeated entries), kept on the CSR."""
     import torch
 
-    rowptr, col, val = view.keep
-    M, K = A.shape
-
-    def build():
-        dtype = getattr(torch, dtype_name)
-        D = torch.zeros(M * K, dtype=dtype, device=col.device)
-        D[_flat(A, view).long()] = 1 if val is None else val.to(dtype)  # unique positions: plain stores
-        return D.view(M, K)
-    return A._dense_copy(("dense", str(col.device), dtype_name), build)
+    col = view.keep[1]
+    return A._dense_copy(("dense", str(col.device), dtype_name),
+                         lambda: A.to_dense(like=col).to(getattr(torch, dtype_name)))
 
 
 # ---------------------------------------------------------------- the ops
