@@ -11,7 +11,8 @@ added as GATConv does), float32, one head unless --heads says otherwise:
            recomputation of the backward; --heads sets its head count); "edges ... generic" is
            the same call on the walk that EdgesAdd replaced (GNNSPARSE_CUDA_FUSEDMM=generic)
   ... pad  at a width that is not a multiple of 4: the same call on zero-padded copies
-           (GNNSPARSE_CUDA_PAD=on)
+           (GNNSPARSE_CUDA_PAD=on, the default); the rows without "pad" run the scalar walks
+           (GNNSPARSE_CUDA_PAD=off)
   add      gs.sddmm(A, a_dst, a_src, "add"): the logits alone (the same heads)
 
     python bench/gat_widths.py [--widths 47,48] [--heads 4] [--reps 10] [--nodes N --edges E]
@@ -67,9 +68,10 @@ def main(argv=None):
     fns = {}
     for D in (int(s) for s in a.widths.split(",")):
         Z, dO = rnd(n, 1, D), rnd(n, 1, D)
-        fns[f"fused D={D}"] = lambda i, Z=Z: gs.fusedmm(A, ad, as_, Z, "add", "leaky_relu_softmax", 0.2)
-        fns[f"heads D={D}"] = lambda i, Z=Z: _heads(A, w, Z)
-        fns[f"dot D={D}"] = lambda i, Z=Z, dO=dO: gs.sddmm(A, dO, Z, "dot")
+        off = lambda fn: _env("GNNSPARSE_CUDA_PAD", "off", fn)  # noqa: E731  (no padding)
+        fns[f"fused D={D}"] = lambda i, Z=Z: off(lambda: gs.fusedmm(A, ad, as_, Z, "add", "leaky_relu_softmax", 0.2))
+        fns[f"heads D={D}"] = lambda i, Z=Z: off(lambda: _heads(A, w, Z))
+        fns[f"dot D={D}"] = lambda i, Z=Z, dO=dO: off(lambda: gs.sddmm(A, dO, Z, "dot"))
         if D % 4 and D >= 16:  # the same calls on zero-padded copies (GNNSPARSE_CUDA_PAD=on)
             fns[f"fused D={D} pad"] = lambda i, Z=Z: _env("GNNSPARSE_CUDA_PAD", "on", lambda: gs.fusedmm(
                 A, ad, as_, Z, "add", "leaky_relu_softmax", 0.2))

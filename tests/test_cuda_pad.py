@@ -1,4 +1,4 @@
-"""With GNNSPARSE_CUDA_PAD=on (opt-in), CUDA float32 calls at widths that are not a multiple of 4
+"""With GNNSPARSE_CUDA_PAD=on (the default), CUDA float32 calls at widths that are not a multiple of 4
 floats run the vector kernels on zero-padded copies (gnnsparse._ops._vector_width): FusedMM's Z,
 spmm_heads' Z, SDDMM dot's X and Y.
 
@@ -22,8 +22,8 @@ SYCL = types.SimpleNamespace(name="sycl")
 
 
 def test_vector_width_rule(monkeypatch):
-    monkeypatch.delenv("GNNSPARSE_CUDA_PAD", raising=False)  # off by default
-    assert _ops._vector_width(CUDA, "float32", 47) == 47
+    monkeypatch.delenv("GNNSPARSE_CUDA_PAD", raising=False)  # on by default
+    assert _ops._vector_width(CUDA, "float32", 47) == 48
     monkeypatch.setenv("GNNSPARSE_CUDA_PAD", "on")
     assert _ops._vector_width(CUDA, "float32", 47) == 48
     assert _ops._vector_width(CUDA, "float32", 17) == 20
@@ -74,7 +74,8 @@ def test_odd_widths_match_the_reference_and_the_scalar_walks(monkeypatch, D, wei
 
     def run():
         out, E = gs.fusedmm(Ad, a_dst, a_src, Z, "add", "leaky_relu_softmax", 0.2, return_edges=True)
-        o2 = gs.fusedmm(Ad, a_dst, a_src, Z[:, 0].contiguous(), "add", "softmax")
+        o2 = gs.fusedmm(Ad, a_dst[:, :1].contiguous(), a_src[:, :1].contiguous(), Z[:, 0].contiguous(), "add",
+                        "softmax")
         h = gs.spmm_heads(Ad, W, Z)
         e = gs.sddmm(Ad, X, Y, "dot")
         f = gs.fusedmm(Ad, X, Y, Z[:, 0].contiguous(), "dot", "exp")
