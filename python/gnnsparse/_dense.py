@@ -55,17 +55,22 @@ MODES = ("auto", "on", "off")
 DEFAULT_MAX_MB = 2048
 MIN_WIDTH = 16  # narrower: the GEMM reads the whole dense copy for little work (bandwidth-bound)
 
-# Crossover densities, (at N <= 32, at N >= 128), interpolated in log2 N; measured on the H200
-# (docs/grid.md "The dense-ish route"): the density from which the dense GEMM at that precision beat
-# our exact-fp32 row kernels in most grid cells.
-SPMM_CROSSOVER = {"fp32": (0.25, 0.15), "tf32": (0.08, 0.025), "bf16": (0.04, 0.015)}
+# Crossover densities, (at N <= 32, at N >= 128), interpolated in log2 N: the density from which
+# the dense GEMM at that precision beats our sparse kernels (exact fp32 at every precision), read
+# off the 72-cell grid on the H200 (2026-12-06, bench/grid_dense.py; docs/grid.md "The dense-ish
+# route"): fp32 N = 32 even at d = 0.2, N = 128 the kernels 13 % faster at d = 0.1; tf32 / bf16
+# the GEMM 1.3x / 2.6x faster at d = 0.1, N = 32.
+SPMM_CROSSOVER = {"fp32": (0.18, 0.12), "tf32": (0.075, 0.025), "bf16": (0.04, 0.015)}
 # SDDMM: the GEMM writes all M K scores and the gather reads them back, against our tensor-core
-# SDDMM (cuda/sddmm_tc.cu), which computes all scores without that round trip: an exact-fp32 GEMM
-# does not beat it on the grid, TF32 / bf16 GEMMs do from F = 64 on (docs/grid.md).
+# SDDMM (cuda/sddmm_tc.cu, fp32 / tf32), which computes all scores without that round trip: an
+# exact-fp32 GEMM does not beat it on the grid, a TF32 GEMM does from F = 64 on; bf16 has no
+# tensor-core SDDMM of ours (its row kernels took 0.5-3.5 ms at F = 32 where the GEMM takes 0.06-0.3).
 SDDMM_CROSSOVER = {"tf32": (0.05, 0.05), "bf16": (0.03, 0.03)}
-SDDMM_MIN_WIDTH = 64
-# at least this many dense elements (M K): below, both routes take a few microseconds
-MIN_DENSE_ELEMENTS = {"fp32": 1 << 22, "tf32": 1 << 20, "bf16": 1 << 20}
+SDDMM_MIN_WIDTH = {"tf32": 64, "bf16": 32}
+# at least this many dense elements (M K): below, the call is host-bound either way (~40-60 us on
+# the grid's smallest cells) and the route's host work does not pay; the SDDMM's gather too
+SPMM_MIN_DENSE_ELEMENTS = 1 << 22
+SDDMM_MIN_DENSE_ELEMENTS = 1 << 24
 
 
 def mode() -> str:
@@ -96,7 +101,8 @@ def crossover(table, precision: str, N: int) -> float:
 
 def prefer(table, precision: str, M: int, K: int, nnz: int, N: int) -> bool:
     """The policy alone (no eligibility checks): whether the dense GEMM is expected to win."""
-    if M * K < MIN_DENSE_ELEMENTS[precision]:
+    least = SDDMM_MIN_DENSE_ELEMENTS if table is SDDMM_CROSSOVER else SPMM_MIN_DENSE_ELEMENTS
+    if M * K < least:
         return False
     return nnz >= crossover(table, precision, N) * M * K
 
@@ -220,10 +226,19 @@ def spmm(A, view, X, reduce: str, precision: str, dt: str, N: int):
         return None
     # a GEMM multiplies every row of X, also by the zeros: one inf or NaN in X would reach every
     # output row (0 * inf = NaN), where the kernels give it only to the rows that store its column.
-    # Such X keeps the kernels (one read-back per call; a sum that overflows does the same, harmlessly)
-    if not bool(X.sum().isfinite()):
-        return None
-    return spmm_dense(A, view, X, reduce, precision)
+    # Such X keeps the kernels (a sum that overflows does the same, harmlessly). The check's flag is
+    # copied to the host behind the GEMM's launch, so the GPU runs the GEMM while the host waits
+    # for the flag (a plain read-back before the GEMM left the GPU idle for the launch: ~100 us per
+    # call on the H200, 2026-12-06)
+    import torch
+
+    flag = torch.empty((), dtype=torch.bool, pin_memory=True)
+    flag.copy_(torch.isfinite(X.sum()), non_blocking=True)
+    ready = torch.cuda.Event()
+    ready.record(torch.cuda.current_stream(X.device))
+    Y = spmm_dense(A, view, X, reduce, precision)
+    ready.synchronize()
+    return Y if bool(flag) else None
 
 
 def spmm_dense(A, view, X, reduce: str, precision: str):
@@ -244,7 +259,7 @@ def spmm_dense(A, view, X, reduce: str, precision: str):
 def sddmm_dot(A, view, X, Y, precision: str, dt: str, H: int, F: int):
     """E (nnz,) of SDDMM dot with one head by the dense route, or None. The GEMM's M x K output is
     formed in row blocks of at most max_bytes(), so no size limit applies beyond the flat positions."""
-    if H != 1 or F < SDDMM_MIN_WIDTH:
+    if H != 1 or F < SDDMM_MIN_WIDTH.get(precision, MIN_WIDTH):
         return None
     if not _eligible(A, view, X, dt, F, precision, SDDMM_CROSSOVER, 4 * A.shape[1], "GNNSPARSE_CUDA_SDDMM"):
         return None
