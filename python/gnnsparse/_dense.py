@@ -3,15 +3,15 @@
 On a matrix whose rows hold 10-30 % of the columns (the ESIMD SpMM paper's grid of
 gnnsparse.bench.generators.grid72_shapes: K 1024-8192, density 0.1-0.3),
 a dense GEMM does 3-10x more arithmetic than a sparse kernel but at a rate far above any sparse
-kernel: on the H200 (docs/grid.md) dense cuBLAS SGEMM beat our row kernels from about 20 % density
-at N = 32 and 10-15 % at N = 128, TF32 GEMMs at 2-10 % and bf16 GEMMs from ~1.5 %. So for torch
+kernel: on the H200 (docs/grid.md, 2026-12-06) dense cuBLAS SGEMM beat our kernels from about 18 %
+density at N = 32 and 12 % at N = 128, TF32 GEMMs from 2.5-7.5 % and bf16 GEMMs from 1.5-4 %. So for torch
 tensors on a CUDA device, `gs.spmm` and `gs.sddmm` (and the torch layer's ops) take this route when
 the policy below says it wins:
 
   SpMM  (sum, mean): Y = D @ X, D the dense copy of A (M x K), made once and kept on the CSR (as
         its device views are: rebuilt after a change of the values, see gnnsparse._csr); mean then
         scales each row by 1 / deg (empty rows give 0, as the kernels do).
-  SDDMM (dot, one head, F >= 64, precision tf32 / bf16 only): E[k] = (X @ Y^T)[i, j] for the stored
+  SDDMM (dot, one head, precision tf32 from F = 64 / bf16 from F = 32 only): E[k] = (X @ Y^T)[i, j] for the stored
         entries, in row blocks of at most `max_bytes()` of GEMM output, gathered through the entries'
         flat positions (kept on the CSR with the structure). At fp32 our tensor-core SDDMM stays.
 
@@ -30,8 +30,9 @@ The choice depends only on the call (shape, density, width, precision, knobs), n
 cached, so the same call gives the same bits every time.
 
 Semantics: the kernels' (include/gnnsparse/ops.hpp), also for inf / NaN in the values; an X holding
-inf or NaN keeps the kernels for SpMM (a GEMM would spread them to every row through 0 * inf: one
-read-back of X's sum per routed call finds them).
+inf or NaN keeps the kernels for SpMM (a GEMM would spread them to every row through 0 * inf): a
+flag of X's sum is read back per routed call, after the GEMM's launch; when it is not finite the
+GEMM's result is discarded and the kernels run (the dense copy is made and kept all the same).
 
 Memory: the SpMM's dense copy is M K 4 bytes (2 for bf16), i.e. 0.5 / density times the CSR's own
 8 bytes per entry, kept until the values change or CSR.invalidate(); `CSR.dense_nbytes` reports
@@ -60,17 +61,23 @@ MIN_WIDTH = 16  # narrower: the GEMM reads the whole dense copy for little work 
 # off the 72-cell grid on the H200 (2026-12-06, bench/grid_dense.py; docs/grid.md "The dense-ish
 # route"): fp32 N = 32 even at d = 0.2, N = 128 the kernels 13 % faster at d = 0.1; tf32 / bf16
 # the GEMM 1.3x / 2.6x faster at d = 0.1, N = 32.
-SPMM_CROSSOVER = {"fp32": (0.18, 0.12), "tf32": (0.075, 0.025), "bf16": (0.04, 0.015)}
+class _Policy(dict):
+    """precision -> (crossover at N <= 32, at N >= 128), and the least M K for the route."""
+
+    def __init__(self, table, min_elements: int):
+        super().__init__(table)
+        self.min_elements = min_elements
+
+
+# at least this many dense elements (M K): below, the call is host-bound either way (~40-60 us on
+# the grid's smallest cells) and the route's host work does not pay; the SDDMM's gather too
+SPMM_CROSSOVER = _Policy({"fp32": (0.18, 0.12), "tf32": (0.075, 0.025), "bf16": (0.04, 0.015)}, 1 << 22)
 # SDDMM: the GEMM writes all M K scores and the gather reads them back, against our tensor-core
 # SDDMM (cuda/sddmm_tc.cu, fp32 / tf32), which computes all scores without that round trip: an
 # exact-fp32 GEMM does not beat it on the grid, a TF32 GEMM does from F = 64 on; bf16 has no
 # tensor-core SDDMM of ours (its row kernels took 0.5-3.5 ms at F = 32 where the GEMM takes 0.06-0.3).
-SDDMM_CROSSOVER = {"tf32": (0.05, 0.05), "bf16": (0.03, 0.03)}
+SDDMM_CROSSOVER = _Policy({"tf32": (0.05, 0.05), "bf16": (0.03, 0.03)}, 1 << 24)
 SDDMM_MIN_WIDTH = {"tf32": 64, "bf16": 32}
-# at least this many dense elements (M K): below, the call is host-bound either way (~40-60 us on
-# the grid's smallest cells) and the route's host work does not pay; the SDDMM's gather too
-SPMM_MIN_DENSE_ELEMENTS = 1 << 22
-SDDMM_MIN_DENSE_ELEMENTS = 1 << 24
 
 
 def mode() -> str:
@@ -101,8 +108,7 @@ def crossover(table, precision: str, N: int) -> float:
 
 def prefer(table, precision: str, M: int, K: int, nnz: int, N: int) -> bool:
     """The policy alone (no eligibility checks): whether the dense GEMM is expected to win."""
-    least = SDDMM_MIN_DENSE_ELEMENTS if table is SDDMM_CROSSOVER else SPMM_MIN_DENSE_ELEMENTS
-    if M * K < least:
+    if M * K < table.min_elements:
         return False
     return nnz >= crossover(table, precision, N) * M * K
 
