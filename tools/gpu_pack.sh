@@ -6,6 +6,8 @@
 #   bash tools/gpu_wheel.sh <python3.12> && bash tools/gpu_pack.sh
 #   NO_BENCH=1 bash tools/gpu_pack.sh   # without the bench executables (gnnsparse/bin): when the
 #                                       # packed tree would pass the limit and no bench_cuda runs
+# Also fetches pytest-xdist and execnet (pure-Python wheels, ~0.1 MB) into .xfer-wheel/xdist/ for
+# `JOBS=8 bash tools/gpu_run.sh test` on a machine without them (best effort: skipped offline).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 wheel=$(ls "$ROOT"/.whl/gnnsparse-*.whl | head -1)
@@ -16,3 +18,5 @@ trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$ROOT/.xfer-wheel"
 tar -cf - -C "$tmp" . | xz -T2 -6 > "$ROOT/.xfer-wheel/wheel.tar.xz"
 ls -la "$ROOT/.xfer-wheel/wheel.tar.xz"
+python3 -m pip download -q --no-deps -d "$ROOT/.xfer-wheel/xdist" pytest-xdist execnet 2>/dev/null \
+  || echo "(pytest-xdist not fetched: JOBS > 1 needs it on the GPU machine)"

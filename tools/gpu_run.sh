@@ -7,6 +7,9 @@
 #   OUT=/some/dir bash tools/gpu_run.sh "python $PWD/bench/percall.py --device cuda" "bench_cuda --suite graphs"
 #   OUT=/some/dir bash tools/gpu_run.sh "bash $PWD/tests/gpu/reliability.sh"   # sanitizers, determinism, scale
 #   REUSE=1 OUT=... bash tools/gpu_run.sh "..."   # a warm machine: keep the last call's compiled install
+#   JOBS=8 OUT=... bash tools/gpu_run.sh test      # the suite in 8 processes (pytest-xdist; its wheels
+#                                                  # and execnet's from .xfer-wheel/xdist/ when the
+#                                                  # machine lacks it), then the failures once more alone
 #   (a wheel packed by tools/gpu_pack.sh into .xfer-wheel/, carried with the checkout, is unpacked
 #   and used first, unless REUSE=1 finds an install)
 #
@@ -60,6 +63,14 @@ cd "$OUT"
 # if CUDA cannot run
 # (--durations: the slowest tests, since each whole-suite run costs ~4.5 of a session's 30 minutes)
 SUITE="GNNSPARSE_REQUIRE=cuda $PY -m pytest -q -ra -p no:cacheprovider --durations=20 $ROOT/tests"
+if [ "${JOBS:-1}" -gt 1 ]; then
+  # one GPU shared by JOBS pytest processes: ~6.5 minutes of serial tests (H200, 2026-12-06) are
+  # mostly small; a failure is run again by itself (--lf) to tell a clash of processes from a bug
+  "$PY" -c 'import xdist' 2>/dev/null || "$PY" -m pip install -q --no-deps --no-index --target "$SITE" \
+    "$ROOT"/.xfer-wheel/xdist/*.whl || exit 100
+  SUITE="cd $OUT && GNNSPARSE_REQUIRE=cuda $PY -m pytest -q -ra -n $JOBS --durations=10 $ROOT/tests \
+    || GNNSPARSE_REQUIRE=cuda $PY -m pytest -q -ra --lf --lfnf=none $ROOT/tests"
+fi
 if [ $# -eq 0 ] || [ "$*" = test ]; then
   set -- "$SUITE"
 fi
