@@ -68,7 +68,7 @@ if [ "${JOBS:-1}" -gt 1 ]; then
   # mostly small; a failure is run again by itself (--lf) to tell a clash of processes from a bug
   "$PY" -c 'import xdist' 2>/dev/null || "$PY" -m pip install -q --no-deps --no-index --target "$SITE" \
     "$ROOT"/.xfer-wheel/xdist/*.whl || exit 100
-  SUITE="cd $OUT && GNNSPARSE_REQUIRE=cuda $PY -m pytest -q -ra -n $JOBS --durations=10 $ROOT/tests \
+  SUITE="GNNSPARSE_REQUIRE=cuda $PY -m pytest -q -ra -n $JOBS --durations=10 $ROOT/tests \
     || GNNSPARSE_REQUIRE=cuda $PY -m pytest -q -ra --lf --lfnf=none $ROOT/tests"
 fi
 if [ $# -eq 0 ] || [ "$*" = test ]; then

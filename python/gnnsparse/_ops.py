@@ -337,13 +337,14 @@ def launch_spmm(A: CSR, X, reduce, return_arg, precision):
     X, dt = _dense(b, "X", X)
     red, prec, M, K, C, tail = check_spmm(A.shape, X.shape, reduce, return_arg, precision)
     view = A._view(b, b.place(X), X, None if A.val is None else _val_dtype_for(dt))
+    X2 = shaped(X, (K, C))
     Y = None
     if b.name == "cuda" and not return_arg:
-        Y = _dense_route.spmm(A, view, shaped(X, (K, C)), reduce, precision, dt, C)
+        Y = _dense_route.spmm(A, view, X2, reduce, precision, dt, C)
     if Y is not None:  # dense-ish: cuBLAS on the CSR's dense copy (gnnsparse._dense)
         arg = None
     else:
-        Y, arg = b.spmm(view, shaped(X, (K, C)), M, C, _DTYPE[dt][0], red, return_arg, prec)
+        Y, arg = b.spmm(view, X2, M, C, _DTYPE[dt][0], red, return_arg, prec)
     if len(tail) != 1:
         Y = Y.reshape((M,) + tail)
         arg = None if arg is None else arg.reshape((M,) + tail)
@@ -373,6 +374,13 @@ def _vector_width(b, dt: str, w: int) -> int:
     if mode not in ("on", "off"):
         raise ValueError(f"GNNSPARSE_CUDA_PAD={mode!r}: choose on or off")
     return w + (-w) % 4 if mode == "on" else w
+
+
+def _pad_to_vector(b, dt: str, w: int, *xs):
+    """(the width the call runs at, xs zero-padded to it along their last axis; as they are when
+    _vector_width keeps w)."""
+    wp = _vector_width(b, dt, w)
+    return wp, (xs if wp == w else tuple(b.pad_last(x, wp) for x in xs))
 
 
 # ---------------------------------------------------------------- spmm with per-(edge, head) weights
@@ -411,11 +419,10 @@ def launch_spmm_heads(A: CSR, W, Z):
     vdt = _val_dtype_for(dt)
     W = b.prepare(W if wdt == vdt else _astype(W, vdt))
     view = A._view(b, place, Z, None)
-    Dp = _vector_width(b, dt, c.D)
+    Dp, (Zp,) = _pad_to_vector(b, dt, c.D, Z)
+    out = b.spmm_heads(view, W, Zp, c.M, c.H, Dp, _DTYPE[dt][0])
     if Dp != c.D:
-        out = b.narrow_last(b.spmm_heads(view, W, b.pad_last(Z, Dp), c.M, c.H, Dp, _DTYPE[dt][0]), c.D)
-    else:
-        out = b.spmm_heads(view, W, Z, c.M, c.H, c.D, _DTYPE[dt][0])
+        out = b.narrow_last(out, c.D)
     return wrap_like(Z0, Z, out)[0]
 
 
@@ -506,10 +513,9 @@ def launch_sddmm(A: CSR, X, Y, op, precision):
         E = _dense_route.sddmm_dot(A, view, X, Y, precision, dt, c.H, c.F)
         E = None if E is None else E.reshape((A.nnz, c.H))
     if E is None:
-        Xs, Ys, F = shaped(X, c.x_shape), shaped(Y, c.y_shape), c.F
-        if op == "dot" and _vector_width(b, dt, F) != F:
-            F = _vector_width(b, dt, F)
-            Xs, Ys = b.pad_last(Xs, F), b.pad_last(Ys, F)
+        F, (Xs, Ys) = c.F, (shaped(X, c.x_shape), shaped(Y, c.y_shape))
+        if op == "dot":
+            F, (Xs, Ys) = _pad_to_vector(b, dt, F, Xs, Ys)
         E = b.sddmm(view, Xs, Ys, A.nnz, c.H, F, _DTYPE[dt][0], c.op, c.precision)
     return wrap_like(X0, X, E.reshape((A.nnz,)) if c.squeeze else E)[0]
 
@@ -548,9 +554,8 @@ def launch_fusedmm(A: CSR, X, Y, Z, op, edge, slope, return_edges, precision):
     view = A._view(b, place, X, None if A.val is None else _val_dtype_for(dt))
     Zs, D = shaped(Z, c.z_shape), c.D
     # Z padded to the vector width (not when Z is Y: that walk gathers one row for both products)
-    if D and Z is not Y and _vector_width(b, dt, D) != D:
-        D = _vector_width(b, dt, D)
-        Zs = b.pad_last(Zs, D)
+    if D and Z is not Y:
+        D, (Zs,) = _pad_to_vector(b, dt, D, Zs)
     out, E = b.fusedmm(view, shaped(X, s.x_shape), shaped(Y, s.y_shape), Zs, M, s.H, s.F, D,
                        _DTYPE[dt][0], s.op, c.edge, float(slope), return_edges, s.precision)
     if D != c.D:
