@@ -730,8 +730,11 @@ struct SddmmTcTuning {
   // (H200, 2026-12-02, docs/grid.md "SDDMM dot on tensor cores"): at F = 32 the tensor cores beat
   // the row kernels in 36 of 36 cells (1.3-29x; the lowest density there is 0.1); at F = 128 in
   // 12 of 12 cells at d = 0.2 and 0.3 (1.2-3.2x) but only 3 of 12 at d = 0.1 (0.70-1.65x).
+  // The grid's "0.1" rows hold floor(0.1 K) entries (d = 0.0996 at K = 1024): at a 0.1 threshold
+  // they fell to the row kernels, 1213 vs 320 us at M = K = 8192, F = 32 (H200, 2026-12-06,
+  // bench/grid_dense.py), hence 0.09.
   // Graphs (d < 1 %) never qualify, nor does anything whose sortedness was not checked.
-  static constexpr double kMinDensityF32 = 0.1;
+  static constexpr double kMinDensityF32 = 0.09;
   static constexpr double kMinDensityF128 = 0.15;
   static constexpr int64_t kMinK = 256;
 };
