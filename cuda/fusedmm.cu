@@ -17,7 +17,7 @@
 // ranges merge exactly like that (FusedAgent::merge). Rows longer than kWarpRowMin are taken by the whole warp (its
 // groups run contiguous parts, merged by a fixed shuffle tree). Hub rows take the hub pass of
 // segments.cuh: fused_segment_kernel (a warp per (segment, head)) writes each piece's state to a
-// workspace slot, hub_combine_kernel<FusedCombine> folds a hub row's states in segment order, and
+// workspace slot, launch_hub_combine<FusedCombine> folds a hub row's states in segment order, and
 // fused_hub_norm_kernel turns a softmax hub row's raw scores in E into weights. Deterministic,
 // no atomics.
 #include "common.cuh"

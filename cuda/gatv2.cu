@@ -14,7 +14,7 @@
 // lower slice on the left). Hub rows take the hub pass of segments.cuh: a warp per (segment, head)
 // runs the same agent on each hub piece of the segment (scores write their edges directly, as
 // SDDMM's hub pass does; grad writes each piece's sums into its workspace slot, and
-// hub_combine_kernel<Gatv2Combine> folds a row's slots in segment order). Every output is one
+// launch_hub_combine<Gatv2Combine> folds a row's slots in segment order). Every output is one
 // fixed sequence of operations: no atomics, bitwise reproducible.
 #include "common.cuh"
 #include "dispatch.cuh"

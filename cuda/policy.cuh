@@ -39,6 +39,10 @@ struct SegmentTuning {
                                                    // row, so waves of them must be cheap (1 block
                                                    // per SM at 87 registers: 18.5 waves, 112 us)
                                                    // (Cmb::kLoads slots per thread in flight)
+  static constexpr int kCombineRowThreads = 512;    // the combine by rows: a thread per segment,
+                                                   // a block for the rows too long for a warp
+  static constexpr int64_t kCombineWarpElems = 2048;  // a warp folds rows of up to this many slot
+                                                      // elements (<= 8 rounds of 8 loads a lane)
 };
 
 struct SegmentPlan {
@@ -49,6 +53,10 @@ struct SegmentPlan {
   int64_t row_limit() const { return seg > 0 ? thr : 0; }
   int64_t map_blocks() const {
     return (nsegments + SegmentTuning::kMapThreads - 1) / SegmentTuning::kMapThreads;
+  }
+  int64_t combine_row_blocks() const {
+    constexpr int NT = SegmentTuning::kCombineRowThreads;
+    return (nsegments + NT - 1) / NT;
   }
   int64_t combine_blocks() const {
     constexpr int NW = SegmentTuning::kCombineThreads / 32;

@@ -8,7 +8,7 @@
 // weights of an edge are contiguous, so a group's weight loads of one edge hit one or two sectors.
 // Rows longer than kWarpRowMin are taken by the whole warp; hub rows take the hub pass of
 // segments.cuh (heads_segment_kernel: a warp per segment, pieces into workspace slots;
-// hub_combine_kernel<HeadsCombine>: slots folded in segment order). No atomics: bitwise
+// launch_hub_combine<HeadsCombine>: slots folded in segment order). No atomics: bitwise
 // reproducible.
 #include "common.cuh"
 #include "dispatch.cuh"
