@@ -512,7 +512,7 @@ struct FusedCombine {
     A m, s, acc;
   };
   static constexpr int kLoads = 8;
-  __device__ __forceinline__ static int64_t width(const Params& p) { return p.H * (p.D > 0 ? p.D : 1); }
+  __host__ __device__ __forceinline__ static int64_t width(const Params& p) { return p.H * (p.D > 0 ? p.D : 1); }
   __device__ __forceinline__ static Part identity() { return {A(-INFINITY), A(0), A(0)}; }
   __device__ __forceinline__ static Part load(const Params& p, int64_t slot, int64_t cc) {
     const int64_t Dw = p.D > 0 ? p.D : 1, h = cc / Dw, d = cc % Dw;

@@ -392,7 +392,7 @@ struct QSpmmCombine {
     int64_t arg;
   };
   static constexpr int kLoads = 8;
-  __device__ __forceinline__ static int64_t width(const Params& p) { return p.C; }
+  __host__ __device__ __forceinline__ static int64_t width(const Params& p) { return p.C; }
   __device__ __forceinline__ static Part identity() { return {Acc(0), -1}; }
   __device__ __forceinline__ static Part load(const Params& p, int64_t slot, int64_t cc) {
     return {p.wsv[slot * p.C + cc], Red::kHasArg ? p.wsa[slot * p.C + cc] : int64_t(-1)};

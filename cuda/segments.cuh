@@ -148,12 +148,15 @@ __device__ __forceinline__ int64_t hub_row_starting(const I* __restrict__ rowptr
   return (k0 >= s * g.seg && k1 - k0 > g.thr) ? rr : -1;
 }
 
-// Combine, by rows (the default): block b looks at segments NT b .. NT b + NT - 1, one thread
-// each, for a hub row that starts there. A row of at most kCombineWarpElems slot elements (its
+// Combine, by rows (the default for widths up to kCombineWarpElems / 2): block b looks at
+// segments NT b .. NT b + NT - 1, one thread each, for a hub row that starts there. A row of at most kCombineWarpElems slot elements (its
 // segments x the width) is folded by the warp that found it (its rows in lane order); longer rows
 // by the whole block afterwards, in (warp, lane) order. One wave of blocks for a graph of up to
 // ~NT x 2 x SMs segments, where the segment-per-warp kernel below ran ~10 waves of mostly idle
-// blocks (H200, power-law 1M / 10M: 79-94 us for a few MB of slots).
+// blocks (H200, power-law 1M / 10M: 79-94 us for a few MB of slots). The parts a row's slots are
+// split into are 32 / min(W, 32) for a warp and NT / min(W, NT) for a block (the old kernel's
+// 512 / min(W, 512)), so float sums of a row folded by a warp may differ from the old kernel's in
+// the last bits; every row always takes the same path, so repeats stay bitwise.
 template <class Cmb, class I>
 __global__ void __launch_bounds__(SegmentTuning::kCombineRowThreads, 1)
 hub_combine_rows_kernel(const I* __restrict__ rowptr, HubGeometry g, typename Cmb::Params p) {
@@ -356,7 +359,9 @@ inline bool hub_combine_by_rows() {
 template <class Cmb, class I>
 void launch_hub_combine(const SegmentPlan& plan, const I* rowptr, const HubWorkspace& ws,
                         const typename Cmb::Params& p, cudaStream_t stream) {
-  if (hub_combine_by_rows()) {
+  // Rows of a width above kCombineWarpElems / 2 would all be folded by blocks (every hub row
+  // spans at least two segments), one after another: those keep the combine by segments.
+  if (hub_combine_by_rows() && 2 * Cmb::width(p) <= SegmentTuning::kCombineWarpElems) {
     hub_combine_rows_kernel<Cmb, I><<<static_cast<unsigned>(plan.combine_row_blocks()),
                                       SegmentTuning::kCombineRowThreads, 0, stream>>>(rowptr, ws.geometry(), p);
     GS_LAUNCH_CHECK("hub_combine_rows_kernel");

@@ -221,7 +221,7 @@ struct SpmmCombine {
   };
   using Part = std::conditional_t<Red::kHasArg, ArgPart, SumPart>;
   static constexpr int kLoads = 8;  // slots a combine thread loads before folding them
-  __device__ __forceinline__ static int64_t width(const Params& p) { return p.C; }
+  __host__ __device__ __forceinline__ static int64_t width(const Params& p) { return p.C; }
   __device__ __forceinline__ static Part identity() {
     if constexpr (Red::kHasArg) return {Red::init(), -1};
     else return {Red::init()};

@@ -162,7 +162,7 @@ struct HeadsCombine {
     A v;
   };
   static constexpr int kLoads = 8;  // slots a combine thread loads before folding them
-  __device__ __forceinline__ static int64_t width(const Params& p) { return p.C; }
+  __host__ __device__ __forceinline__ static int64_t width(const Params& p) { return p.C; }
   __device__ __forceinline__ static Part identity() { return {A(0)}; }
   __device__ __forceinline__ static Part load(const Params& p, int64_t slot, int64_t cc) {
     return {p.ws[slot * p.C + cc]};

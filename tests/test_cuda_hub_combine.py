@@ -111,6 +111,28 @@ def test_spmm_heads(monkeypatch, H, D):
         assert torch.equal(out, _under(monkeypatch, combine, lambda: gs.spmm_heads(Ad, W, Z)))
 
 
+def test_fusedmm_edge_values_and_quantized_spmm(monkeypatch):
+    """FusedMM's edge values alone (D = 0: W = H, fewer columns than a warp's lanes) and the
+    quantized SpMM (int8, its own Part), both combines."""
+    _needs_cuda()
+    Ad, A = _graph(11)
+    rng = np.random.default_rng(12)
+    H = 4
+    a_dst, a_src = _t(rng, A.shape[0], H) * 0.1, _t(rng, A.shape[1], H) * 0.1
+    _, wantE = ref.fusedmm(A, a_dst.cpu().numpy(), a_src.cpu().numpy(), np.zeros((A.shape[1], H, 1)), "add",
+                           "leaky_relu_softmax", 0.2, return_edges=True)
+    X = _t(rng, A.shape[1], 64)
+    q = gs.quantize(X, bits=8)
+    got = {}
+    for combine in COMBINES:
+        E = _under(monkeypatch, combine, lambda: gs.fusedmm(Ad, a_dst, a_src, a_src.new_empty((A.shape[1], H, 0)),
+                                                          "add", "leaky_relu_softmax", 0.2, return_edges=True)[1])
+        np.testing.assert_allclose(E.cpu().numpy(), wantE, rtol=1e-4, atol=1e-6)
+        got[combine] = _under(monkeypatch, combine, lambda: gs.quant.spmm(Ad, q))
+        _close(got[combine], ref.spmm(A, gs.dequantize(q).cpu().numpy()), tol=1e-5)
+    torch.testing.assert_close(got["rows"], got["segments"], rtol=1e-6, atol=1e-5)
+
+
 @pytest.mark.parametrize("edge", ["leaky_relu_softmax", "exp"])
 def test_fusedmm_add(monkeypatch, edge):
     _needs_cuda()
