@@ -423,12 +423,8 @@ qspmm_hub_out_kernel(const I* __restrict__ rowptr, HubGeometry g, int64_t C, con
                      QOutParams o, float* __restrict__ work) {
   __shared__ float smem[32];
   const int64_t s = blockIdx.x;
-  int64_t r = -1;
-  if (*g.flag != 0) {
-    const int64_t rr = g.rows[2 * s + 1];
-    const int64_t rk0 = static_cast<int64_t>(rowptr[rr]), rk1 = static_cast<int64_t>(rowptr[rr + 1]);
-    if (rk0 >= s * g.seg && rk1 - rk0 > g.thr) r = rr;  // as hub_row_starting (segments.cuh) decides
-  }
+  int64_t rk0 = 0, rk1 = 0;
+  const int64_t r = *g.flag != 0 ? hub_row_starting(rowptr, g, s, rk0, rk1) : -1;
   float m = 0.0f;
   if (r >= 0) {
     const float inv = __ldg(o.scale_in + 1);
