@@ -194,7 +194,9 @@ struct Gatv2Combine {
     A v;
   };
   static constexpr int kLoads = 8;  // slots a combine thread loads before folding them
-  __host__ __device__ __forceinline__ static int64_t width(const Params& p) { return p.dAtt != nullptr ? 2 * p.HC : p.HC; }
+  __host__ __device__ __forceinline__ static int64_t width(const Params& p) {
+    return p.dAtt != nullptr ? 2 * p.HC : p.HC;
+  }
   __device__ __forceinline__ static Part identity() { return {A(0)}; }
   __device__ __forceinline__ static Part load(const Params& p, int64_t slot, int64_t cc) {
     return {p.ws[slot * width(p) + cc]};

@@ -149,11 +149,12 @@ __device__ __forceinline__ int64_t hub_row_starting(const I* __restrict__ rowptr
 }
 
 // Combine, by rows (the default for widths up to kCombineWarpElems / 2): block b looks at
-// segments NT b .. NT b + NT - 1, one thread each, for a hub row that starts there. A row of at most kCombineWarpElems slot elements (its
-// segments x the width) is folded by the warp that found it (its rows in lane order); longer rows
-// by the whole block afterwards, in (warp, lane) order. One wave of blocks for a graph of up to
-// ~NT x 2 x SMs segments, where the segment-per-warp kernel below ran ~10 waves of mostly idle
-// blocks (H200, power-law 1M / 10M: 79-94 us for a few MB of slots). The parts a row's slots are
+// segments NT b .. NT b + NT - 1, one thread each, for a hub row that starts there. A row of at
+// most kCombineWarpElems slot elements (its segments x the width) is folded by the warp that found
+// it (its rows in lane order); longer rows by the whole block afterwards, in (warp, lane) order.
+// One wave of blocks for a graph of up to ~NT x SMs segments, where the segment-per-warp kernel
+// below ran ~10 waves of mostly idle blocks (H200, power-law 1M / 10M: 79-94 us for a few MB of
+// slots). The parts a row's slots are
 // split into are 32 / min(W, 32) for a warp and NT / min(W, NT) for a block (the old kernel's
 // 512 / min(W, 512)), so float sums of a row folded by a warp may differ from the old kernel's in
 // the last bits; every row always takes the same path, so repeats stay bitwise.
