@@ -17,7 +17,7 @@
 // ranges merge exactly like that (FusedAgent::merge). Rows longer than kWarpRowMin are taken by the whole warp (its
 // groups run contiguous parts, merged by a fixed shuffle tree). Hub rows take the hub pass of
 // segments.cuh: fused_segment_kernel (a warp per (segment, head)) writes each piece's state to a
-// workspace slot, hub_combine_kernel<FusedCombine> folds a hub row's states in segment order, and
+// workspace slot, launch_hub_combine<FusedCombine> folds a hub row's states in segment order, and
 // fused_hub_norm_kernel turns a softmax hub row's raw scores in E into weights. Deterministic,
 // no atomics.
 #include "common.cuh"
@@ -512,7 +512,7 @@ struct FusedCombine {
     A m, s, acc;
   };
   static constexpr int kLoads = 8;
-  __device__ __forceinline__ static int64_t width(const Params& p) { return p.H * (p.D > 0 ? p.D : 1); }
+  __host__ __device__ __forceinline__ static int64_t width(const Params& p) { return p.H * (p.D > 0 ? p.D : 1); }
   __device__ __forceinline__ static Part identity() { return {A(-INFINITY), A(0), A(0)}; }
   __device__ __forceinline__ static Part load(const Params& p, int64_t slot, int64_t cc) {
     const int64_t Dw = p.D > 0 ? p.D : 1, h = cc / Dw, d = cc % Dw;

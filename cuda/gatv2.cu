@@ -14,7 +14,7 @@
 // lower slice on the left). Hub rows take the hub pass of segments.cuh: a warp per (segment, head)
 // runs the same agent on each hub piece of the segment (scores write their edges directly, as
 // SDDMM's hub pass does; grad writes each piece's sums into its workspace slot, and
-// hub_combine_kernel<Gatv2Combine> folds a row's slots in segment order). Every output is one
+// launch_hub_combine<Gatv2Combine> folds a row's slots in segment order). Every output is one
 // fixed sequence of operations: no atomics, bitwise reproducible.
 #include "common.cuh"
 #include "dispatch.cuh"
@@ -194,7 +194,9 @@ struct Gatv2Combine {
     A v;
   };
   static constexpr int kLoads = 8;  // slots a combine thread loads before folding them
-  __device__ __forceinline__ static int64_t width(const Params& p) { return p.dAtt != nullptr ? 2 * p.HC : p.HC; }
+  __host__ __device__ __forceinline__ static int64_t width(const Params& p) {
+    return p.dAtt != nullptr ? 2 * p.HC : p.HC;
+  }
   __device__ __forceinline__ static Part identity() { return {A(0)}; }
   __device__ __forceinline__ static Part load(const Params& p, int64_t slot, int64_t cc) {
     return {p.ws[slot * width(p) + cc]};

@@ -39,6 +39,10 @@ struct SegmentTuning {
                                                    // row, so waves of them must be cheap (1 block
                                                    // per SM at 87 registers: 18.5 waves, 112 us)
                                                    // (Cmb::kLoads slots per thread in flight)
+  static constexpr int kCombineRowThreads = 512;    // the combine by rows: a thread per segment,
+                                                   // a block for the rows too long for a warp
+  static constexpr int64_t kCombineWarpElems = 2048;  // a warp folds rows of up to this many slot
+                                                      // elements (<= 8 rounds of 8 loads a lane)
 };
 
 struct SegmentPlan {
@@ -49,6 +53,10 @@ struct SegmentPlan {
   int64_t row_limit() const { return seg > 0 ? thr : 0; }
   int64_t map_blocks() const {
     return (nsegments + SegmentTuning::kMapThreads - 1) / SegmentTuning::kMapThreads;
+  }
+  int64_t combine_row_blocks() const {
+    constexpr int NT = SegmentTuning::kCombineRowThreads;
+    return (nsegments + NT - 1) / NT;
   }
   int64_t combine_blocks() const {
     constexpr int NW = SegmentTuning::kCombineThreads / 32;
@@ -730,8 +738,11 @@ struct SddmmTcTuning {
   // (H200, 2026-12-02, docs/grid.md "SDDMM dot on tensor cores"): at F = 32 the tensor cores beat
   // the row kernels in 36 of 36 cells (1.3-29x; the lowest density there is 0.1); at F = 128 in
   // 12 of 12 cells at d = 0.2 and 0.3 (1.2-3.2x) but only 3 of 12 at d = 0.1 (0.70-1.65x).
+  // The grid's "0.1" rows hold floor(0.1 K) entries (d = 0.0996 at K = 1024): at a 0.1 threshold
+  // they fell to the row kernels, 1213 vs 320 us at M = K = 8192, F = 32 (H200, 2026-12-06,
+  // bench/grid_dense.py), hence 0.09.
   // Graphs (d < 1 %) never qualify, nor does anything whose sortedness was not checked.
-  static constexpr double kMinDensityF32 = 0.1;
+  static constexpr double kMinDensityF32 = 0.09;
   static constexpr double kMinDensityF128 = 0.15;
   static constexpr int64_t kMinK = 256;
 };

@@ -9,7 +9,7 @@
 // always holds the smaller edge indices. Each lane keeps U edges' loads in flight. Hub rows
 // (longer than the plan's threshold) take the hub pass of segments.cuh, as the float SpMM's do:
 // fixed segments of the nnz range reduced by one warp each into workspace slots, folded per hub
-// row in segment order by hub_combine_kernel<QSpmmCombine>. Messages are
+// row in segment order by launch_hub_combine<QSpmmCombine>. Messages are
 // integers (no edge weights: exact int32 / int64 sums, integer max / min) or float32 w * q
 // (weights); the scale is applied once per output element. Gathers of X rows are the traffic:
 // a quarter (int8) or an eighth (int4) of the float32 bytes. No atomics: bitwise reproducible.
@@ -392,7 +392,7 @@ struct QSpmmCombine {
     int64_t arg;
   };
   static constexpr int kLoads = 8;
-  __device__ __forceinline__ static int64_t width(const Params& p) { return p.C; }
+  __host__ __device__ __forceinline__ static int64_t width(const Params& p) { return p.C; }
   __device__ __forceinline__ static Part identity() { return {Acc(0), -1}; }
   __device__ __forceinline__ static Part load(const Params& p, int64_t slot, int64_t cc) {
     return {p.wsv[slot * p.C + cc], Red::kHasArg ? p.wsa[slot * p.C + cc] : int64_t(-1)};
@@ -423,12 +423,8 @@ qspmm_hub_out_kernel(const I* __restrict__ rowptr, HubGeometry g, int64_t C, con
                      QOutParams o, float* __restrict__ work) {
   __shared__ float smem[32];
   const int64_t s = blockIdx.x;
-  int64_t r = -1;
-  if (*g.flag != 0) {
-    const int64_t rr = g.rows[2 * s + 1];
-    const int64_t rk0 = static_cast<int64_t>(rowptr[rr]), rk1 = static_cast<int64_t>(rowptr[rr + 1]);
-    if (rk0 >= s * g.seg && rk1 - rk0 > g.thr) r = rr;  // as hub_combine_kernel decides
-  }
+  int64_t rk0 = 0, rk1 = 0;
+  const int64_t r = *g.flag != 0 ? hub_row_starting(rowptr, g, s, rk0, rk1) : -1;
   float m = 0.0f;
   if (r >= 0) {
     const float inv = __ldg(o.scale_in + 1);

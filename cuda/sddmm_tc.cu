@@ -15,7 +15,10 @@
 // Precision: fp32 (the default) is 3xTF32 (mma.cuh, Prec<fp32>: each operand split into big +
 // small tf32 halves, three products), fp32-accurate; the tensor cores accumulate with truncation,
 // so each 32-wide group of F is summed from zero on the tensor cores and the groups are added in
-// order with fp32 adds. tf32: one product per step (operands rounded to tf32).
+// order with fp32 adds. tf32: one product per step (operands rounded to tf32). bf16: one bf16
+// product per 16-wide step (operands rounded to bf16 as they are loaded from shared memory, fp32
+// accumulation; the row kernels of sddmm.cu compute bf16 calls at fp32 and measured 0.5-3.5 ms
+// where the tensor-core fp32 call took 0.1-0.9 ms, H200 2026-12-06).
 //
 // Write-out: a warp owns 16 rows of the panel; lanes run over consecutive entries of one row
 // (coalesced stores). Columns are sorted, so a row's entries in the chunk are a prefix of what is
@@ -310,7 +313,7 @@ bool sddmm_tc(const SddmmArgs& a, cudaStream_t stream) {
   if (method == SddmmMethod::row) return false;
   const CsrView& A = a.A;
   if (a.dtype != DType::f32 || a.op != SddmmOp::dot || a.H != 1 || A.sorted_cols != 1) return false;
-  if (a.precision != Precision::fp32 && a.precision != Precision::tf32) return false;
+  if (a.precision != Precision::fp32 && a.precision != Precision::tf32 && a.precision != Precision::bf16) return false;
   if (A.nnz <= 0 || A.M <= 0 || A.K <= 0 || A.K > int64_t(INT_MAX) - 1024) return false;
   if (a.F < 4 || a.F > SddmmTcTuning::kMaxFeatures || a.F % 4 != 0) return false;
   if (reinterpret_cast<uintptr_t>(a.X) % 16 != 0 || reinterpret_cast<uintptr_t>(a.Y) % 16 != 0) return false;
@@ -329,6 +332,7 @@ bool sddmm_tc(const SddmmArgs& a, cudaStream_t stream) {
   // entry offsets in 32 bits whenever nnz allows (a cursor runs at most 2 x 32 past a row's end)
   auto with_prec = [&](auto off) {
     if (a.precision == Precision::tf32) go(std::integral_constant<Precision, Precision::tf32>{}, off);
+    else if (a.precision == Precision::bf16) go(std::integral_constant<Precision, Precision::bf16>{}, off);
     else go(std::integral_constant<Precision, Precision::fp32>{}, off);
   };
   if (A.nnz < int64_t(INT_MAX) - 1024) with_prec(TypeTag<int>{});

@@ -14,11 +14,12 @@
 //      segment or combine kernel searches rowptr;
 //   3. the op's segment kernel: for each hub piece (hub_pieces) it reduces the piece into its
 //      slot -- the op's own schedule (a warp per segment, its edges split over lane sets);
-//   4. hub_combine_kernel<Cmb>: for every hub row, thread (part, column) folds a contiguous range
-//      of the row's slots in segment order, then the parts are folded in order through shared
-//      memory, and Cmb::write stores the result. Cmb is the op's state: its Part (the state of
-//      one slot column), kLoads (slots a thread loads before folding them), identity, load, fold
-//      (the merge rule: the left argument holds the earlier edges) and write (the epilogue).
+//   4. hub_combine_rows_kernel<Cmb>: for every hub row, a warp (or, for a long row, the block)
+//      folds it: thread (part, column) a contiguous range of the row's slots in segment order,
+//      then the parts in order through shared memory, and Cmb::write stores the result. Cmb is
+//      the op's state: its Part (the state of one slot column), kLoads (slots a thread loads
+//      before folding them), identity, load, fold (the merge rule: the left argument holds the
+//      earlier edges) and write (the epilogue).
 // Fixed segments and fixed fold orders: bitwise reproducible. No atomics.
 #pragma once
 #include <cuda_runtime.h>
@@ -97,62 +98,124 @@ segment_map_kernel(const I* __restrict__ rowptr, HubGeometry g, int64_t* __restr
   rows[2 * s + 1] = blo;
 }
 
-// Combine: block b looks at segments NW b .. NW b + NW - 1 (one warp each) for a hub row that
-// starts in it, and folds each such row's slots: thread (part, column) a contiguous range of
-// segments, Cmb::kLoads slots loaded before they are folded in order, then the parts in order.
+// Folds the slots of hub row r (entries [k0, k1)) with NTH threads, t this thread's index among
+// them: thread (part, column) folds a contiguous range of the row's segments, Cmb::kLoads slots
+// loaded before they are folded in order, then the parts are folded in order through sh (NTH
+// Parts), and Cmb::write stores the result. sync() orders sh among the NTH threads.
+template <class Cmb, int NTH, class Sync>
+__device__ __forceinline__ void hub_fold_row(const typename Cmb::Params& p, const HubGeometry& g, int64_t r,
+                                             int64_t k0, int64_t k1, int t, typename Cmb::Part* sh, Sync sync) {
+  using Part = typename Cmb::Part;
+  constexpr int L = Cmb::kLoads;
+  const int64_t W = Cmb::width(p);
+  const int64_t CT = W < NTH ? W : NTH, P = NTH / CT;
+  const int64_t c0 = k0 / g.seg, n = (k1 - 1) / g.seg - c0 + 1;  // the row's segments c0 .. c0 + n - 1
+  for (int64_t cb = 0; cb < W; cb += CT) {
+    const int64_t cc = cb + t % CT, part = t / CT;
+    Part acc = Cmb::identity();
+    if (part < P && cc < W) {
+      const int64_t q0 = n * part / P, q1 = n * (part + 1) / P;
+      for (int64_t q = q0; q < q1; q += L) {
+        Part v[L];
+#pragma unroll
+        for (int l = 0; l < L; ++l) {
+          const int64_t sg = c0 + q + l;
+          if (q + l < q1) v[l] = Cmb::load(p, 2 * sg + hub_slot(sg, g.seg, k0), cc);
+        }
+#pragma unroll
+        for (int l = 0; l < L; ++l)
+          if (q + l < q1) Cmb::fold(acc, v[l]);
+      }
+    }
+    sh[t] = acc;
+    sync();
+    if (t < CT && cc < W) {
+      for (int64_t q = 1; q < P; ++q)
+        if (n * q / P < n * (q + 1) / P) Cmb::fold(acc, sh[q * CT + t]);
+      Cmb::write(p, r, cc, acc, k1 - k0, c0);
+    }
+    sync();
+  }
+}
+
+// The hub row that starts in segment s, or -1 (with its entries [k0, k1) when there is one).
+template <class I>
+__device__ __forceinline__ int64_t hub_row_starting(const I* __restrict__ rowptr, const HubGeometry& g, int64_t s,
+                                                    int64_t& k0, int64_t& k1) {
+  const int64_t rr = g.rows[2 * s + 1];  // the row of the segment's last entry
+  k0 = static_cast<int64_t>(rowptr[rr]);
+  k1 = static_cast<int64_t>(rowptr[rr + 1]);
+  return (k0 >= s * g.seg && k1 - k0 > g.thr) ? rr : -1;
+}
+
+// Combine, by rows (the default for widths up to kCombineWarpElems / 2): block b looks at
+// segments NT b .. NT b + NT - 1, one thread each, for a hub row that starts there. A row of at
+// most kCombineWarpElems slot elements (its segments x the width) is folded by the warp that found
+// it (its rows in lane order); longer rows by the whole block afterwards, in (warp, lane) order.
+// One wave of blocks for a graph of up to ~NT x SMs segments, where the segment-per-warp kernel
+// below ran ~10 waves of mostly idle blocks (H200, power-law 1M / 10M: 79-94 us for a few MB of
+// slots). The parts a row's slots are
+// split into are 32 / min(W, 32) for a warp and NT / min(W, NT) for a block (the old kernel's
+// 512 / min(W, 512)), so float sums of a row folded by a warp may differ from the old kernel's in
+// the last bits; every row always takes the same path, so repeats stay bitwise.
+template <class Cmb, class I>
+__global__ void __launch_bounds__(SegmentTuning::kCombineRowThreads, 1)
+hub_combine_rows_kernel(const I* __restrict__ rowptr, HubGeometry g, typename Cmb::Params p) {
+  using Part = typename Cmb::Part;
+  constexpr int NT = SegmentTuning::kCombineRowThreads, NW = NT / 32;
+  if (*g.flag == 0) return;
+  __shared__ Part sh[NT];
+  __shared__ unsigned wide_rows[NW];
+  const int tid = threadIdx.x, lane = tid % 32, w = tid / 32;
+  const int64_t s = int64_t(blockIdx.x) * NT + tid;
+  int64_t k0 = 0, k1 = 0;
+  const int64_t r = s < g.nsegments ? hub_row_starting(rowptr, g, s, k0, k1) : -1;
+  const int64_t n = r >= 0 ? (k1 - 1) / g.seg - k0 / g.seg + 1 : 0;
+  const bool wide = n * Cmb::width(p) > SegmentTuning::kCombineWarpElems;
+  unsigned mine = __ballot_sync(0xffffffffu, r >= 0 && !wide);
+  const unsigned theirs = __ballot_sync(0xffffffffu, r >= 0 && wide);
+  if (lane == 0) wide_rows[w] = theirs;
+  while (mine) {
+    const int l = __ffs(mine) - 1;
+    mine &= mine - 1;
+    const int64_t rl = __shfl_sync(0xffffffffu, static_cast<long long>(r), l);
+    const int64_t a = __shfl_sync(0xffffffffu, static_cast<long long>(k0), l);
+    const int64_t b = __shfl_sync(0xffffffffu, static_cast<long long>(k1), l);
+    hub_fold_row<Cmb, 32>(p, g, rl, a, b, lane, sh + w * 32, [] { __syncwarp(); });
+  }
+  __syncthreads();
+  for (int ww = 0; ww < NW; ++ww) {
+    for (unsigned m = wide_rows[ww]; m != 0; m &= m - 1) {
+      int64_t a = 0, b = 0;
+      const int64_t rw = hub_row_starting(rowptr, g, int64_t(blockIdx.x) * NT + ww * 32 + __ffs(m) - 1, a, b);
+      hub_fold_row<Cmb, NT>(p, g, rw, a, b, tid, sh, [] { __syncthreads(); });
+    }
+  }
+}
+
+// Combine, by segments (GNNSPARSE_CUDA_HUB_COMBINE=segments, for comparison): block b looks at
+// segments NW b .. NW b + NW - 1 (one warp each) for a hub row that starts in it, and folds each
+// such row with the whole block.
 template <class Cmb, class I>
 __global__ void __launch_bounds__(SegmentTuning::kCombineThreads, SegmentTuning::kCombineMinBlocks)
 hub_combine_kernel(const I* __restrict__ rowptr, HubGeometry g, typename Cmb::Params p) {
   using Part = typename Cmb::Part;
-  constexpr int NT = SegmentTuning::kCombineThreads, NW = NT / 32, L = Cmb::kLoads;
+  constexpr int NT = SegmentTuning::kCombineThreads, NW = NT / 32;
   if (*g.flag == 0) return;
   __shared__ int64_t rows[NW];
   __shared__ Part sh[NT];
   const int tid = threadIdx.x;
   if (tid % 32 == 0) {
     const int64_t s = int64_t(blockIdx.x) * NW + tid / 32;
-    int64_t r = -1;
-    if (s < g.nsegments) {
-      const int64_t rr = g.rows[2 * s + 1];  // the row of the segment's last entry
-      const int64_t rk0 = static_cast<int64_t>(rowptr[rr]), rk1 = static_cast<int64_t>(rowptr[rr + 1]);
-      if (rk0 >= s * g.seg && rk1 - rk0 > g.thr) r = rr;  // a hub that starts in segment s
-    }
-    rows[tid / 32] = r;
+    int64_t k0 = 0, k1 = 0;
+    rows[tid / 32] = s < g.nsegments ? hub_row_starting(rowptr, g, s, k0, k1) : -1;
   }
   __syncthreads();
-  const int64_t W = Cmb::width(p);
-  const int64_t CT = W < NT ? W : NT, P = NT / CT;
   for (int w = 0; w < NW; ++w) {
     const int64_t r = rows[w];
     if (r < 0) continue;
-    const int64_t k0 = static_cast<int64_t>(rowptr[r]), k1 = static_cast<int64_t>(rowptr[r + 1]);
-    const int64_t c0 = k0 / g.seg, n = (k1 - 1) / g.seg - c0 + 1;  // the row's segments c0 .. c0 + n - 1
-    for (int64_t cb = 0; cb < W; cb += CT) {
-      const int64_t cc = cb + tid % CT, part = tid / CT;
-      Part acc = Cmb::identity();
-      if (part < P && cc < W) {
-        const int64_t q0 = n * part / P, q1 = n * (part + 1) / P;
-        for (int64_t q = q0; q < q1; q += L) {
-          Part v[L];
-#pragma unroll
-          for (int l = 0; l < L; ++l) {
-            const int64_t sg = c0 + q + l;
-            if (q + l < q1) v[l] = Cmb::load(p, 2 * sg + hub_slot(sg, g.seg, k0), cc);
-          }
-#pragma unroll
-          for (int l = 0; l < L; ++l)
-            if (q + l < q1) Cmb::fold(acc, v[l]);
-        }
-      }
-      sh[tid] = acc;
-      __syncthreads();
-      if (tid < CT && cc < W) {
-        for (int64_t q = 1; q < P; ++q)
-          if (n * q / P < n * (q + 1) / P) Cmb::fold(acc, sh[q * CT + tid]);
-        Cmb::write(p, r, cc, acc, k1 - k0, c0);
-      }
-      __syncthreads();
-    }
+    hub_fold_row<Cmb, NT>(p, g, r, static_cast<int64_t>(rowptr[r]), static_cast<int64_t>(rowptr[r + 1]), tid, sh,
+                          [] { __syncthreads(); });
   }
 }
 
@@ -283,10 +346,28 @@ class HubStream {
   cudaEvent_t fork_ = nullptr;
 };
 
+// GNNSPARSE_CUDA_HUB_COMBINE: "rows" (unset or "": the default) or "segments" (the combine of
+// 2026-12-02, for the bench). Read at every launch.
+inline bool hub_combine_by_rows() {
+  const char* e = std::getenv("GNNSPARSE_CUDA_HUB_COMBINE");
+  if (e == nullptr || *e == '\0' || std::strcmp(e, "rows") == 0) return true;
+  if (std::strcmp(e, "segments") == 0) return false;
+  throw std::invalid_argument(
+      std::string("gnnsparse cuda: GNNSPARSE_CUDA_HUB_COMBINE must be rows or segments, got '") + e + "'");
+}
+
 // Launches the combine of a hub pass whose segment kernel has run.
 template <class Cmb, class I>
 void launch_hub_combine(const SegmentPlan& plan, const I* rowptr, const HubWorkspace& ws,
                         const typename Cmb::Params& p, cudaStream_t stream) {
+  // Rows of a width above kCombineWarpElems / 2 would all be folded by blocks (every hub row
+  // spans at least two segments), one after another: those keep the combine by segments.
+  if (hub_combine_by_rows() && 2 * Cmb::width(p) <= SegmentTuning::kCombineWarpElems) {
+    hub_combine_rows_kernel<Cmb, I><<<static_cast<unsigned>(plan.combine_row_blocks()),
+                                      SegmentTuning::kCombineRowThreads, 0, stream>>>(rowptr, ws.geometry(), p);
+    GS_LAUNCH_CHECK("hub_combine_rows_kernel");
+    return;
+  }
   hub_combine_kernel<Cmb, I><<<static_cast<unsigned>(plan.combine_blocks()), SegmentTuning::kCombineThreads, 0,
                                stream>>>(rowptr, ws.geometry(), p);
   GS_LAUNCH_CHECK("hub_combine_kernel");

@@ -7,7 +7,7 @@
 // in ascending order, U edges' loads in flight (gathers of X rows are the traffic; 16-bit
 // features stay packed in registers until they are used). Hub rows (longer than the plan's
 // threshold) take the hub pass of segments.cuh: spmm_segment_kernel reduces each (segment, hub
-// row) piece into a workspace slot and hub_combine_kernel<SpmmCombine> folds a hub row's slots
+// row) piece into a workspace slot and launch_hub_combine<SpmmCombine> folds a hub row's slots
 // in segment order. No atomics anywhere, so results are bitwise reproducible. (Row splitting as
 // in Yang, Buluc, Owens, "Design principles for sparse matrix multiplication on the GPU",
 // Euro-Par 2018.) Dense-ish fp32 sum / mean over rows with sorted columns may instead take the
@@ -221,7 +221,7 @@ struct SpmmCombine {
   };
   using Part = std::conditional_t<Red::kHasArg, ArgPart, SumPart>;
   static constexpr int kLoads = 8;  // slots a combine thread loads before folding them
-  __device__ __forceinline__ static int64_t width(const Params& p) { return p.C; }
+  __host__ __device__ __forceinline__ static int64_t width(const Params& p) { return p.C; }
   __device__ __forceinline__ static Part identity() {
     if constexpr (Red::kHasArg) return {Red::init(), -1};
     else return {Red::init()};

@@ -8,7 +8,7 @@
 // weights of an edge are contiguous, so a group's weight loads of one edge hit one or two sectors.
 // Rows longer than kWarpRowMin are taken by the whole warp; hub rows take the hub pass of
 // segments.cuh (heads_segment_kernel: a warp per segment, pieces into workspace slots;
-// hub_combine_kernel<HeadsCombine>: slots folded in segment order). No atomics: bitwise
+// launch_hub_combine<HeadsCombine>: slots folded in segment order). No atomics: bitwise
 // reproducible.
 #include "common.cuh"
 #include "dispatch.cuh"
@@ -162,7 +162,7 @@ struct HeadsCombine {
     A v;
   };
   static constexpr int kLoads = 8;  // slots a combine thread loads before folding them
-  __device__ __forceinline__ static int64_t width(const Params& p) { return p.C; }
+  __host__ __device__ __forceinline__ static int64_t width(const Params& p) { return p.C; }
   __device__ __forceinline__ static Part identity() { return {A(0)}; }
   __device__ __forceinline__ static Part load(const Params& p, int64_t slot, int64_t cc) {
     return {p.ws[slot * p.C + cc]};

@@ -207,8 +207,12 @@ def test_tc_dispatch(monkeypatch):
     assert not takes_tc(U, X128)
     check(U, X128, "sum", run(U, X128))
     X30 = feats(K, 30, 98)
+    assert takes_tc(A, X30)  # run on a zero-padded copy of 32 columns (gnnsparse._ops._vector_width)
+    check(A, X30, "mean", run(A, X30, "mean"))
+    monkeypatch.setenv("GNNSPARSE_CUDA_PAD", "off")  # at 30 columns itself: never
     assert not takes_tc(A, X30)
     check(A, X30, "mean", run(A, X30, "mean"))
+    monkeypatch.delenv("GNNSPARSE_CUDA_PAD")
     monkeypatch.setenv("GNNSPARSE_CUDA_SPMM", "row")
     assert not takes_tc(A, X128)
 

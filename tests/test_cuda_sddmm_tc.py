@@ -104,8 +104,9 @@ def test_tc_k_splits(monkeypatch, split, itype):
 
 @pytest.mark.cuda
 def test_tc_tf32(monkeypatch):
-    """precision='tf32': one tf32 product per step (operands rounded to 10 mantissa bits); bf16 stays
-    on the fp32 kernels of sddmm.cu."""
+    """precision='tf32': one tf32 product per step (operands rounded to 10 mantissa bits); bf16: one
+    bf16 product per 16-wide step (operands rounded to 8 bits), coarser than tf32, finer than 1e-2;
+    at fp32 the row kernels (GNNSPARSE_CUDA_SDDMM=row) stay exact."""
     _needs_cuda()
     monkeypatch.setenv("GNNSPARSE_CUDA_SDDMM", "tc")
     M, K, N = 200, 500, 128
@@ -114,7 +115,17 @@ def test_tc_tf32(monkeypatch):
     X, Y = feats(M, N, 62), feats(K, N, 63)
     assert takes_tc(A, X, Y, "tf32")
     check(A, X, Y, run(A, X, Y, "tf32"), rtol=5e-3)
-    assert not takes_tc(A, X, Y, "bf16")
+    assert takes_tc(A, X, Y, "bf16")
+    eb = run(A, X, Y, "bf16")
+    check(A, X, Y, eb, rtol=1e-2)
+    et = run(A, X, Y, "tf32")
+    want = torch.from_numpy(ref.sddmm(A, X.cpu().numpy(), Y.cpu().numpy(), "dot")).to(eb.device)
+    assert (eb.double() - want).abs().max() > (et.double() - want).abs().max()  # bf16 is coarser
+    for n in (4, 12, 36):  # feature tails inside one 16-wide bf16 step
+        Xn, Yn = X[:, :n].contiguous(), Y[:, :n].contiguous()
+        assert takes_tc(A, Xn, Yn, "bf16")
+        check(A, Xn, Yn, run(A, Xn, Yn, "bf16"), rtol=1e-2)
+    monkeypatch.setenv("GNNSPARSE_CUDA_SDDMM", "row")
     check(A, X, Y, run(A, X, Y, "bf16"))
 
 

@@ -217,7 +217,7 @@ def test_metis_parts(rng):
 
 @pytest.mark.parametrize("method", ["rcm", "degree"])
 @pytest.mark.parametrize("hub", [0, 700])
-def test_cuda_graph_commutes(rng, method, hub):
+def test_cuda_graph_commutes(rng, monkeypatch, method, hub):
     """Bitwise on the CUDA backend for rows reduced in one pass. A hub row (longer than the hub
     threshold, max(256, 16x the mean)) is cut into segments at fixed positions of the whole edge
     array, so when the reordering moves it its sum may be grouped differently: max / min stay
@@ -231,7 +231,8 @@ def test_cuda_graph_commutes(rng, method, hub):
                 torch.from_numpy(np.array(A.val)).to(dev), A.shape)
     B, perm = Ad.reorder(method)
     assert isinstance(B.col, torch.Tensor) and B.col.device.type == "cuda"
-    for C in (32, 33):
+    for C, pad in ((32, "on"), (33, "on"), (33, "off")):  # 33 padded to 36, and the scalar walk
+        monkeypatch.setenv("GNNSPARSE_CUDA_PAD", pad)
         X = torch.randn(2000, C, device=dev)
         for reduce in ("sum", "max"):
             Y = gs.spmm(Ad, X, reduce)

@@ -344,7 +344,11 @@ def launch_spmm(A: CSR, X, reduce, return_arg, precision):
     if Y is not None:  # dense-ish: cuBLAS on the CSR's dense copy (gnnsparse._dense)
         arg = None
     else:
-        Y, arg = b.spmm(view, X2, M, C, _DTYPE[dt][0], red, return_arg, prec)
+        Cp, (Xp,) = _pad_to_vector(b, dt, C, X2)
+        Y, arg = b.spmm(view, Xp, M, Cp, _DTYPE[dt][0], red, return_arg, prec)
+        if Cp != C:
+            Y = b.narrow_last(Y, C)
+            arg = None if arg is None else b.narrow_last(arg, C)
     if len(tail) != 1:
         Y = Y.reshape((M,) + tail)
         arg = None if arg is None else arg.reshape((M,) + tail)
@@ -361,10 +365,12 @@ def _vector_width(b, dt: str, w: int) -> int:
     one. The CUDA kernels walk rows of 16-byte vectors only when every row starts 16-byte aligned;
     at 47 columns (a class count) they fall back to 4-byte scalar walks, which measured 1.4-2.1x
     slower than 48 columns on the products-sized graph (H100, 2026-12-06: FusedMM 25.8 / 18.1 ms,
-    the multi-head SpMM 23.2 / 11.0, SDDMM dot 20.9 / 13.9). So Z (and for SDDMM X and Y) are
-    copied with zero columns added, and the output is cut back: two extra passes over an (n, w)
-    array against a walk of all edges. Zeros add +0 to every sum and dot, so the values are the
-    padded walk's. On by default (GNNSPARSE_CUDA_PAD=off keeps the scalar walks): on the H200
+    the multi-head SpMM 23.2 / 11.0, SDDMM dot 20.9 / 13.9; SpMM, whose scalar walk keeps more
+    loads in flight, 8.7 / 6.4 ms on the H200, 2026-12-02). So Z (for SDDMM X and Y, for SpMM X)
+    are copied with zero columns added, and the output (and SpMM's arg) is cut back: two extra
+    passes over an (n, w) array against a walk of all edges. Zeros add +0 to every sum and dot, and
+    the padded columns of a max / min are cut away, so the values are the padded walk's. On by
+    default (GNNSPARSE_CUDA_PAD=off keeps the scalar walks): on the H200
     (2026-12-06, bench/gat_widths.py --widths 47,48) the padded calls at 47 columns took 18.7 /
     11.4 / 14.6 ms against 25.6 / 23.1 / 20.7 (48 columns: 17.9 / 10.6 / 13.6), and the products
     GAT epoch 215 ms against 240 (float32) and 156 against 180 (int8), the same accuracy."""

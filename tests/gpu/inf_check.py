@@ -4,7 +4,11 @@ C path (short rows, warp rows, hub rows). One line per case; exit status = the n
 
     python tests/gpu/inf_check.py        (tools/gpu_perf.sh runs it)
 """
-import numpy as np, torch, gnnsparse as gs
+import os
+
+# the odd widths here exist to run the scalar walks: no zero-padded copies (gnnsparse._ops._vector_width)
+os.environ.setdefault("GNNSPARSE_CUDA_PAD", "off")
+import numpy as np, torch, gnnsparse as gs  # noqa: E402
 rng = np.random.default_rng(7)
 bad = 0
 for C in (1, 16, 33, 128, 129):

@@ -345,6 +345,9 @@ def _gat_weights(g, fd: torch.Tensor, fs: torch.Tensor, slope: float) -> torch.T
                       return_edges=True)[1]
 
 
+_EDGE_CHUNK = 1 << 22  # edges per chunk of gat_attend's backward (4 heads: 64 MiB per temporary)
+
+
 class _GATAttend(torch.autograd.Function):
     """GAT's attention and aggregation over q(z), saving no per-edge tensor: the forward quantizes the
     per-node logits (a_dst, a_src: (n, H), stochastic rounding), forms alpha from their dequantized
@@ -385,13 +388,21 @@ class _GATAttend(torch.autograd.Function):
         if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
             t = qsddmm(A, qd, qz, "dot").mul_(alpha)  # P * dP
             r = _spmm(_csr(g.rowptr, g.eid, None, t.shape[0]), t, "sum")
-            dS = t.sub_(alpha.mul_(_take_rows(r, g.rows)))  # P * (dP - rowsum(P * dP))
-            del alpha
-            e = gf.sddmm(g, fd, fs, "add")  # the logits again, for leaky_relu's slope: 1 or `slope`
-            dS.mul_(e.gt_(0).mul_(1 - slope).add_(slope))
-            del e
-            qe = _q(dS, ctx.logit_bits)  # shared by both endpoints
-            del dS
+            # dS = P * (dP - rowsum(P * dP)) = t - alpha * r[row], times leaky_relu's slope (1 or
+            # `slope`, from the sign of the logit fd[row] + fs[col], the float SDDMM add's value), in
+            # edge chunks: the same float32 operations per element, no (nnz, H) temporary
+            nnz = t.shape[0]
+            for k0 in range(0, nnz, _EDGE_CHUNK):
+                k1 = min(k0 + _EDGE_CHUNK, nnz)
+                rows = g.rows[k0:k1]
+                tc = t[k0:k1]
+                tc.sub_(alpha[k0:k1].mul_(_take_rows(r, rows)))
+                e = _take_rows(fd, rows).add_(_take_rows(fs, g.col[k0:k1]))
+                tc.mul_(e.gt_(0).mul_(1 - slope).add_(slope))
+                del e, tc
+            del alpha, r
+            qe = _q(t, ctx.logit_bits)  # shared by both endpoints
+            del t
             dd = incidence_spmm(A, qe, "sum", "dst") if ctx.needs_input_grad[0] else None
             ds = incidence_spmm(A, qe, "sum", "src") if ctx.needs_input_grad[1] else None
         return dd, ds, dout.new_zeros(0), None, None, None, None, None, None, None, None, None

@@ -48,7 +48,7 @@ def _check_bits(bits):
 
 
 class _Operators:
-    """A (gnnsparse.CSR), its transpose AT (values val[t_perm]) and t_perm (int64) of one graph,
+    """A (gnnsparse.CSR), its transpose AT (values val[t_perm]) and t_perm (the graph's dtype) of one graph,
     built once and kept while the graph's tensors are the same objects, unchanged."""
 
     def __init__(self):
@@ -60,9 +60,13 @@ class _Operators:
         val = g.val if values else None
         key = (id(g.col), id(val), None if val is None else val._version)
         if self.key != key or self.keep[0] is not g.col or self.keep[1] is not val:
-            perm = g.t_perm.to(torch.int64)
+            perm = g.t_perm  # int32 (or int64) as the graph's: index_select takes either
             v = None if val is None else val.detach()
             A = L._csr(g.rowptr, g.col, v, g.num_cols)
+            # incidence_spmm's side="src" matrix is (t_rowptr, t_perm): the graph's own arrays, not
+            # a host transpose copied back to the device (quant.ops._src_incidence)
+            A.derived("quant.src_incidence",
+                      lambda: CSR(g.t_rowptr, g.t_perm, None, (g.num_cols, g.nnz), validate=False, copy=False))
             vT = None if v is None else v.index_select(0, perm).contiguous()
             AT = L._csr(g.t_rowptr, g.t_col, vT, g.num_rows, cache=False)
             self.key, self.keep, self.value = key, (g.col, val, vT), (A, AT, perm)

@@ -553,6 +553,26 @@ def _fusedmm_setup(ctx, inputs, output):
     ctx.save_for_backward(rowptr, col, val, t_rowptr, t_col, t_perm, rows, eid, X, Y, Z, output[1])
 
 
+_EDGE_CHUNK = 1 << 22  # edges per chunk of _gat_edge_grad_ (4 heads of float32: 64 MiB a temporary)
+
+
+def _gat_edge_grad_(rowptr, col, rows, eid, P, dp, X, Y, slope):
+    """GAT's score gradient, leaky_relu'(S) * P * (dp - rowsum(P * dp)) with S = X[row] + Y[col],
+    written into dp (a fresh tensor nothing else reads) in edge chunks: the same float operations
+    per element as _softmax_grad and torch.where(S > 0, de, de * slope), so the same bits, with
+    one (nnz, H) temporary (P * dp, for the row sums) instead of five."""
+    r = spmm_op(rowptr, eid, None, None, None, None, P * dp, "sum")[0]
+    nnz = dp.shape[0]
+    for k0 in range(0, nnz, _EDGE_CHUNK):
+        k1 = min(k0 + _EDGE_CHUNK, nnz)
+        rk = rows[k0:k1]
+        d = dp[k0:k1]
+        d.sub_(_take_rows(r, rk)).mul_(P[k0:k1])
+        pos = _take_rows(X, rk).add_(_take_rows(Y, col[k0:k1])) > 0
+        d.mul_(torch.where(pos, d.new_ones(()), d.new_full((), slope)))
+    return dp
+
+
 def _fusedmm_backward(ctx, dOut, dP_user):
     rowptr, col, val, t_rowptr, t_col, t_perm, rows, eid, X, Y, Z, P = ctx.saved_tensors
     op, edge, slope = ctx.op, ctx.edge, ctx.slope
@@ -584,6 +604,10 @@ def _fusedmm_backward(ctx, dOut, dP_user):
             de = dp * P
         elif edge == "softmax":
             de = _softmax_grad(rowptr, rows, eid, P, dp)
+        elif (edge == GAT_EDGE and op == "add" and _eager((dp, P, X, Y, rows)) and X.dim() == Y.dim() == 2
+              and X.dtype == Y.dtype == dp.dtype and X.shape[1] == dp.shape[1]):
+            # GAT's scores (leaky_relu_softmax of X[row] + Y[col]), eager: in place, in edge chunks
+            de = _gat_edge_grad_(rowptr, col, rows, eid, P, dp, X, Y, slope)
         else:  # leaky_relu, leaky_relu_softmax: the sign of the raw score
             if edge == "leaky_relu" and slope >= 0:
                 positive = P > 0
