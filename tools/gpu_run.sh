@@ -66,9 +66,10 @@ SUITE="GNNSPARSE_REQUIRE=cuda $PY -m pytest -q -ra -p no:cacheprovider --duratio
 if [ "${JOBS:-1}" -gt 1 ]; then
   # one GPU shared by JOBS pytest processes: ~6.5 minutes of serial tests (H200, 2026-12-06) are
   # mostly small; a failure is run again by itself (--lf) to tell a clash of processes from a bug
+  # (-p no:benchmark: the GPU image's pytest-benchmark warns under xdist, and the suite makes warnings errors)
   "$PY" -c 'import xdist' 2>/dev/null || "$PY" -m pip install -q --no-deps --no-index --target "$SITE" \
     "$ROOT"/.xfer-wheel/xdist/*.whl || exit 100
-  SUITE="GNNSPARSE_REQUIRE=cuda $PY -m pytest -q -ra -n $JOBS --durations=10 $ROOT/tests \
+  SUITE="GNNSPARSE_REQUIRE=cuda $PY -m pytest -q -ra -p no:benchmark -n $JOBS --durations=10 $ROOT/tests \
     || GNNSPARSE_REQUIRE=cuda $PY -m pytest -q -ra --lf --lfnf=none $ROOT/tests"
 fi
 if [ $# -eq 0 ] || [ "$*" = test ]; then
