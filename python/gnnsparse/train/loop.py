@@ -194,11 +194,13 @@ def run_once(t: dict, model: str, framework: str, *, epochs: int, hidden: int = 
         opt.zero_grad(set_to_none=True)
         out = net(x, graph)
         loss = F.cross_entropy(out.index_select(0, tr), y.index_select(0, tr))
+        del out  # (n, classes): not needed in the backward, whose peak it would add to
         loss.backward()
         opt.step()
         _sync(device)
         res.epoch_ms.append((time.perf_counter() - t0) * 1e3)
         losses.append(loss.detach())
+        del loss  # its graph (ctx attributes of the step's Functions) would live through eval and the next forward
         if hook is not None:  # the width chosen on the first epoch's output, used from the second on
             hook.remove()
             hook = None
