@@ -135,6 +135,7 @@ def test_cuda_output_allocation_out_of_memory():
 
 
 @pytest.mark.cuda
+@pytest.mark.gpu_exclusive  # fills the GPU: any test running beside it would fail to allocate
 def test_cuda_workspace_out_of_memory_then_recovers():
     """Hub rows need a workspace (cudaMallocAsync inside the library): with the GPU full it must fail
     with an exception naming the failed allocation, and work again once memory is back."""

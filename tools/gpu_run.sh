@@ -69,8 +69,10 @@ if [ "${JOBS:-1}" -gt 1 ]; then
   # (-p no:benchmark: the GPU image's pytest-benchmark warns under xdist, and the suite makes warnings errors)
   "$PY" -c 'import xdist' 2>/dev/null || "$PY" -m pip install -q --no-deps --no-index --target "$SITE" \
     "$ROOT"/.xfer-wheel/xdist/*.whl || exit 100
-  SUITE="GNNSPARSE_REQUIRE=cuda $PY -m pytest -q -ra -p no:benchmark -n $JOBS --durations=10 $ROOT/tests \
-    || GNNSPARSE_REQUIRE=cuda $PY -m pytest -q -ra --lf --lfnf=none $ROOT/tests"
+  # tests marked gpu_exclusive (one fills the GPU's memory to test running out of it) run alone afterwards
+  SUITE="( GNNSPARSE_REQUIRE=cuda $PY -m pytest -q -ra -p no:benchmark -n $JOBS --durations=10 -m 'not gpu_exclusive' \
+    $ROOT/tests || GNNSPARSE_REQUIRE=cuda $PY -m pytest -q -ra --lf --lfnf=none $ROOT/tests ) \
+    && GNNSPARSE_REQUIRE=cuda $PY -m pytest -q -ra -m gpu_exclusive $ROOT/tests"
 fi
 if [ $# -eq 0 ] || [ "$*" = test ]; then
   set -- "$SUITE"
