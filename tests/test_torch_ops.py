@@ -297,6 +297,7 @@ def test_bad_dtypes_and_arguments_raise_clear_errors(sycl):
 def test_half_precision_features_on_cuda(dtype):
     dt = getattr(torch, dtype)
     A, _ = small_graph(13, n=200, e=3000, device="cuda")
+    torch.manual_seed(14)  # the same inputs whatever ran before (the suite in parallel reorders tests)
     X = torch.randn(200, 32, device="cuda")
     a, b = torch.randn(200, 4, device="cuda"), torch.randn(200, 4, device="cuda")
     Z = torch.randn(200, 4, 16, device="cuda")
@@ -314,8 +315,10 @@ def test_half_precision_features_on_cuda(dtype):
         y32.backward(G)
         y16.backward(G.to(dt))
         for p, q in zip(full, half):
-            if p.grad is not None:
-                torch.testing.assert_close(q.grad.float(), p.grad, **tol)
+            if p.grad is not None:  # the logits' gradients are differences of near-equal sums:
+                # their error scales with the largest gradient, not with each element
+                scaled = dict(tol, atol=tol["atol"] * max(1.0, float(p.grad.abs().max())))
+                torch.testing.assert_close(q.grad.float(), p.grad, **scaled)
 
 
 def test_plain_ops_keep_the_graph_for_autograd(sycl):
