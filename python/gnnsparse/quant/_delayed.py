@@ -45,8 +45,9 @@ class DelayedScale:
             Q = gs.quant.spmm(A, QX, out=st, seed=step)   # a QTensor, written by the SpMM itself
 
     `scale`: {s, inv} (2 float32 on the output's device) the next output is quantized with; None
-    before the first output, which the producer computes in float32 and quantizes in a separate
-    pass (its scale then serves the second). `decay` in [0, 1): a peak hold, the next scale is that
+    before the first output, which calibrates: the int8 GEMM computes it in float32 and quantizes it
+    in a separate pass, the SpMM runs a probe pass that finds its absmax (its scale serves both
+    that output and the second). `decay` in [0, 1): a peak hold, the next scale is that
     of max(this output's absmax, decay x the absmax of the scale in use), so an absmax that
     fluctuates from step to step (a gradient's) is clamped less often, at the price of a coarser
     step after a peak (0: the scale of the last output alone). `stats`: [largest growth of the

@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import _arrays, _ops
 from .._csr import CSR
+from . import _delayed
 from ._delayed import DelayedScale
 from ._tensor import QTensor, _prep, _seed, quantize
 
@@ -39,7 +40,8 @@ def spmm(A: CSR, X: QTensor, reduce: str = "sum", return_arg: bool = False, *, w
 
     out (a DelayedScale): Y is returned quantized instead (a QTensor of out.bits), written by the
     SpMM's epilogue with the scale of out's previous output (delayed scaling; no float32 Y, no
-    quantize pass; the first call calibrates: float32 Y, then quantize). seed: the stochastic
+    quantize pass; the first call calibrates by a probe pass that finds Y's absmax, still without a
+    float32 Y). seed: the stochastic
     rounding's (None: a fresh one); the bits equal quantize(Y, seed=seed) with that scale.
     """
     _ops.check_csr(A)
@@ -58,11 +60,8 @@ def _qspmm(b, A, X, red, return_arg, weights, identity, out_rows, view_csr=None,
             raise ValueError("return_arg is not available with a quantized output (out=...)")
         out._check_place(X.data, "quant.spmm")
         sd = _seed(seed) if out.stochastic else 0
-        if out.scale is None:  # the first output: float32, then quantized; its scale serves the next
-            Y = _qspmm(b, A, X, red, False, weights, identity, out_rows, view_csr, use_values)
-            Q = quantize(Y, out.bits, out.stochastic, sd, check=False)
-            out._calibrate(Q)
-            return Q
+        if out.scale is None:  # the first output: calibrated by two quantized passes, no float32 Y
+            _calibrate_spmm(b, A, X, red, weights, identity, out_rows, view_csr, use_values, out)
     data, xs = _prep(b, X, "X")
     place = b.place(data)
     C = X.C
@@ -97,6 +96,21 @@ def _qspmm(b, A, X, red, return_arg, weights, identity, out_rows, view_csr=None,
     Y = Y.reshape(shape)
     arg = None if arg is None else arg.reshape(shape)
     return (Y, arg) if return_arg else Y
+
+
+def _calibrate_spmm(b, A, X, red, weights, identity, out_rows, view_csr, use_values, out: DelayedScale):
+    """out's first scale without a float32 Y (out_rows x C x 4 bytes, the largest transient of a
+    quantized training's first backward): a probe pass writes Y quantized with a placeholder scale
+    (saturated, thrown away) and finds Y's absmax, whose scale ({s, inv} of absmax, decay 0) is
+    then out's: the caller's pass with it gives the bits of quantize(Y) (the DELAYED SCALING
+    contract: scale_in equal to Y's own scale), as the float32 calibration did, at the cost of one
+    more SpMM on the first call only. out.steps counts that caller's pass alone."""
+    probe = DelayedScale(out.bits, stochastic=False)
+    probe.scale = _delayed._zeros_like(X.data, 2) + 1.0  # {s, inv} = {1, 1}: any finite scale serves
+    _qspmm(b, A, X, red, False, weights, identity, out_rows, view_csr, use_values, out=probe, seed=0)
+    out.scale = probe.scale
+    if out.stats is None:
+        out.stats = _delayed._zeros_like(X.data, 2)
 
 
 _INCIDENCE_SIDES = ("dst", "src")
