@@ -80,7 +80,7 @@ def _row_starts(ids: Tensor, n, order: Tensor) -> Tensor:
     bincount and cumsum; while torch.compile traces, the rows' positions in the sorted ids
     (bincount's output size depends on the values, searchsorted's does not; same result)."""
     if torch.compiler.is_compiling():
-        return torch.searchsorted(ids[order], torch.arange(n + 1, device=ids.device, dtype=torch.int64))
+        return torch.searchsorted(ids[order], torch.arange(n + 1, device=ids.device, dtype=ids.dtype))
     out = torch.zeros(n + 1, dtype=torch.int64, device=ids.device)
     if ids.numel():
         out[1:] = torch.cumsum(torch.bincount(ids, minlength=n), 0)
@@ -98,14 +98,15 @@ def build(rowptr: Tensor, col: Tensor, val: Optional[Tensor], num_cols: int,
     it = itype or (torch.int64 if (rowptr.dtype == torch.int64 and col.dtype == torch.int64
                                    and max(M, K, nnz) > INT32_MAX) else _index_dtype(M, K, nnz))
     dev = rowptr.device
-    rowptr64 = rowptr.to(torch.int64)
-    col64 = col.to(torch.int64)
-    rows = torch.repeat_interleave(torch.arange(M, device=dev, dtype=torch.int64), rowptr64.diff(),
-                                   output_size=nnz)
-    t_perm = torch.argsort(col64, stable=True)
-    t_rowptr = _row_starts(col64, K, t_perm)
-    return GraphTensors(rowptr.to(it), col.to(it), val, t_rowptr.to(it), rows[t_perm].to(it), t_perm.to(it),
-                        rows.to(it), torch.arange(nnz, device=dev, dtype=it),
+    # the keys in the output's index type: an int32 graph sorts int32 columns (the argsort's key and
+    # radix buffers half the size; its int64 order is the only int64 array of nnz entries here)
+    col = col.to(it)
+    rows = torch.repeat_interleave(rowptr.to(it).diff(), output_size=nnz)  # row i repeated deg(i) times
+    t_perm = torch.argsort(col, stable=True)
+    t_rowptr = _row_starts(col, K, t_perm)
+    t_col = rows[t_perm]
+    return GraphTensors(rowptr.to(it), col, val, t_rowptr.to(it), t_col, t_perm.to(it), rows,
+                        torch.arange(nnz, device=dev, dtype=it),
                         None if edge_perm is None else edge_perm.to(dev, torch.int64), M, K)
 
 
