@@ -20,6 +20,9 @@
                                            # synthetic_torch, another draw of the same model): ms / epoch,
                                            # top kernels, each launch of the sparse kernels in order;
                                            # --variant "GNNSPARSE_CUDA_HUB_FACTOR=8,..." compares settings
+    python tools/profile_steps.py route    # the dense-ish route (gs.spmm on the grid's largest cells,
+                                           # fp32 / tf32 / bf16) against the dense GEMM it calls, per
+                                           # call: ms, then the profile's kernels and host-side ops
     python tools/profile_steps.py rss      # `train --model gcn --quant 8 --compare fp32` on a products-
                                            # like graph of --nodes nodes on the CPU: each run's peak RSS
                                            # (Linux; the peak is reset before each run)
@@ -407,9 +410,38 @@ def transformer(n=169_343, e=1_166_243):
         print(_table(prof, "self_cuda_time_total", 25))
 
 
+def route(reps=50):
+    """Per precision, a routed gs.spmm against the GEMM it runs (cuBLAS on a dense copy made once),
+    on two GPU-bound cells of the grid (M = 4K, K = 8192, d = 0.3, N = 32 / 128): where the
+    routed call's time beyond the GEMM goes (the dense copy's cache lookup, X's conversions, the
+    finiteness check, the output)."""
+    import gnnsparse as gs
+    from gnnsparse import _dense
+
+    runpy_ns = runpy.run_path(os.path.join(ROOT, "bench", "grid_dense.py"))
+    dev = torch.device("cuda")
+    M, K, d = 32768, 8192, 0.3
+    A = runpy_ns["grid_csr"](M, K, d, 0, torch, dev)
+    Dd = torch.sparse_csr_tensor(*(torch.as_tensor(t, device=dev) for t in (A.rowptr, A.col, A.val)),
+                                 size=(M, K)).to_dense()
+    for N in (32, 128):
+        X = torch.randn(K, N, device=dev)
+        for p in ("fp32", "tf32", "bf16"):
+            Dp = Dd.to(torch.bfloat16) if p == "bf16" else Dd
+            gs.spmm(A, X, precision=p)  # builds the route's copy
+            ours = _timed_profile(lambda: gs.spmm(A, X, precision=p), f"routed gs.spmm {p}, N = {N}", reps)
+            print(_table(ours, "self_cuda_time_total", 12))
+            print(_table(ours, "self_cpu_time_total", 12))
+            gemm = _timed_profile(lambda: runpy_ns["_gemm"](torch, Dp, X, p), f"dense GEMM {p}, N = {N}", reps)
+            print(_table(gemm, "self_cuda_time_total", 8))
+            A.invalidate()
+    pol = _dense.SPMM_CROSSOVER
+    print(f"(the route's SpMM policy: {dict(pol)}, from {pol.min_elements} elements)")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("what", choices=("quant", "models", "memory", "transformer", "model", "rss", "epoch"))
+    p.add_argument("what", choices=("quant", "models", "memory", "transformer", "model", "rss", "epoch", "route"))
     p.add_argument("--size", choices=("arxiv", "products"), default="arxiv", help="memory, epoch: the graph (default arxiv)")
     p.add_argument("--nodes", type=int, default=300_000, help="rss: nodes of the products-like graph")
     p.add_argument("--runs", default="float32,int8", help="epoch: which runs (float32, int8)")
@@ -429,7 +461,7 @@ def main():
         return memory(size=a.size, models=(a.model,) if a.model else None)
     if a.what == "epoch":
         return epoch(size=a.size, model=a.model or "gcn", reps=a.reps, runs=tuple(a.runs.split(",")), variants=tuple(a.variant or ("",)))
-    {"quant": quant, "models": models, "transformer": transformer}[a.what]()
+    {"quant": quant, "models": models, "transformer": transformer, "route": route}[a.what]()
 
 
 if __name__ == "__main__":
