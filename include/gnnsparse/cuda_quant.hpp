@@ -4,6 +4,7 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include "gnnsparse/gat_softmax.hpp"
 #include "gnnsparse/qgemm.hpp"
 #include "gnnsparse/quant.hpp"
 
@@ -27,5 +28,11 @@ void qfusedmm(const QFusedArgs& a, cudaStream_t stream);
 // sums per K segment into a.work (qgemm_tn_work(K, M, N) int32), summed in int64 by a second launch.
 void qgemm_tn(const QGemmTnArgs& a, cudaStream_t stream);
 std::int64_t qgemm_tn_work(std::int64_t K, std::int64_t M, std::int64_t N);
+// GAT's edge softmax in pieces (gnnsparse/gat_softmax.hpp), for the quantized GAT backward: the
+// per-row (max, 1 / sum) of the logits; alpha in transpose order; the softmax and leaky_relu
+// gradient written over dP in place.
+void gat_softmax_stats(const GatSoftmaxArgs& a, cudaStream_t stream);
+void gat_softmax_weights_t(const GatSoftmaxArgs& a, cudaStream_t stream);
+void gat_softmax_grad(const GatSoftmaxArgs& a, cudaStream_t stream);
 
 }  // namespace gnnsparse::cuda

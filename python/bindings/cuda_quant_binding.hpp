@@ -1,4 +1,15 @@
-// The quantized ops in gnnsparse._cuda: bind_quant.hpp's functions over gnnsparse/cuda_quant.hpp.
+// The quantized ops in gnnsparse._cuda: bind_quant.hpp's functions over gnnsparse/cuda_quant.hpp,
+// and (CUDA only, bound here) the pieces of GAT's edge softmax that the quantized GAT backward
+// uses (gnnsparse/gat_softmax.hpp; Python: gnnsparse._gat_softmax):
+//
+//   gat_softmax_stats    (stream, A, long_rows, n_long, fd, fs, H, slope, m, inv, ld_m, ld_inv)
+//   gat_softmax_weights_t(stream, AT, fd, fs, m, inv, ld_m, ld_inv, H, slope, aT)
+//   gat_softmax_grad     (stream, A, long_rows, n_long, fd, fs, m, inv, ld_m, ld_inv, H, slope, t)
+//   GAT_LONG_ROW: entries from which a row is long (must be in long_rows)
+//   (ld_m / ld_inv: row strides of m / inv in floats)
+//
+// A is a gnnsparse._core.CsrView of A (AT: of its transpose, t_rowptr / t_col, K rows); arrays
+// are device addresses as ints; validated by gnnsparse._gat_softmax, the only caller.
 // cuda_module.cpp calls bind_quant_cuda(m).
 #pragma once
 #include <pybind11/pybind11.h>
@@ -45,11 +56,75 @@ struct CudaQuantBackend {
   static std::int64_t qgemm_tn_work(Exec &, std::int64_t K, std::int64_t M, std::int64_t N) {
     return cuda::qgemm_tn_work(K, M, N);
   }
+  static void gat_softmax_stats(Exec &s, const GatSoftmaxArgs &a) {
+    py::gil_scoped_release nogil;
+    cuda::gat_softmax_stats(a, stream(s));
+  }
+  static void gat_softmax_weights_t(Exec &s, const GatSoftmaxArgs &a) {
+    py::gil_scoped_release nogil;
+    cuda::gat_softmax_weights_t(a, stream(s));
+  }
+  static void gat_softmax_grad(Exec &s, const GatSoftmaxArgs &a) {
+    py::gil_scoped_release nogil;
+    cuda::gat_softmax_grad(a, stream(s));
+  }
 };
+
+inline GatSoftmaxArgs gat_softmax_args(const CsrView &A, addr long_rows, std::int64_t n_long, addr fd, addr fs,
+                                       addr m, addr inv, std::int64_t ld_m, std::int64_t ld_inv, std::int64_t H,
+                                       double slope, addr E) {
+  GatSoftmaxArgs a;
+  a.ld_m = ld_m;
+  a.ld_inv = ld_inv;
+  a.A = A;
+  a.long_rows = cptr(long_rows);
+  a.n_long = n_long;
+  a.H = H;
+  a.slope = slope;
+  a.fd = static_cast<const float *>(cptr(fd));
+  a.fs = static_cast<const float *>(cptr(fs));
+  a.m = static_cast<float *>(mptr(m));
+  a.inv = static_cast<float *>(mptr(inv));
+  a.E = static_cast<float *>(mptr(E));
+  return a;
+}
+
+inline void bind_gat_softmax_cuda(py::module_ &m) {
+  using B = CudaQuantBackend;
+  using Exec = B::Exec;
+  m.attr("GAT_LONG_ROW") = kGatLongRow;
+  m.def(
+      "gat_softmax_stats",
+      [](Exec exec, const CsrView &A, addr long_rows, std::int64_t n_long, addr fd, addr fs, std::int64_t H,
+         double slope, addr mo, addr inv, std::int64_t ld_m, std::int64_t ld_inv) {
+        return B::gat_softmax_stats(
+            exec, gat_softmax_args(A, long_rows, n_long, fd, fs, mo, inv, ld_m, ld_inv, H, slope, 0));
+      },
+      py::arg("exec"), py::arg("A"), py::arg("long_rows"), py::arg("n_long"), py::arg("fd"), py::arg("fs"),
+      py::arg("H"), py::arg("slope"), py::arg("m"), py::arg("inv"), py::arg("ld_m"), py::arg("ld_inv"));
+  m.def(
+      "gat_softmax_weights_t",
+      [](Exec exec, const CsrView &AT, addr fd, addr fs, addr mi, addr inv, std::int64_t ld_m, std::int64_t ld_inv,
+         std::int64_t H, double slope, addr aT) {
+        return B::gat_softmax_weights_t(exec, gat_softmax_args(AT, 0, 0, fd, fs, mi, inv, ld_m, ld_inv, H, slope, aT));
+      },
+      py::arg("exec"), py::arg("AT"), py::arg("fd"), py::arg("fs"), py::arg("m"), py::arg("inv"), py::arg("ld_m"),
+      py::arg("ld_inv"), py::arg("H"), py::arg("slope"), py::arg("aT"));
+  m.def(
+      "gat_softmax_grad",
+      [](Exec exec, const CsrView &A, addr long_rows, std::int64_t n_long, addr fd, addr fs, addr mi, addr inv,
+         std::int64_t ld_m, std::int64_t ld_inv, std::int64_t H, double slope, addr t) {
+        return B::gat_softmax_grad(
+            exec, gat_softmax_args(A, long_rows, n_long, fd, fs, mi, inv, ld_m, ld_inv, H, slope, t));
+      },
+      py::arg("exec"), py::arg("A"), py::arg("long_rows"), py::arg("n_long"), py::arg("fd"), py::arg("fs"),
+      py::arg("m"), py::arg("inv"), py::arg("ld_m"), py::arg("ld_inv"), py::arg("H"), py::arg("slope"), py::arg("t"));
+}
 
 inline void bind_quant_cuda(py::module_ &m) {
   bind_quant<CudaQuantBackend>(m);
   bind_qgemm<CudaQuantBackend>(m);
+  bind_gat_softmax_cuda(m);
 }
 
 }  // namespace gnnsparse::bindings

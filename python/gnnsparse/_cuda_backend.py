@@ -297,6 +297,46 @@ class CudaBackend:
                 run.addr(work), n)
         return C
 
+    # ------------------------------------------------------------ GAT's edge softmax in pieces
+    # (gnnsparse._gat_softmax, contract include/gnnsparse/gat_softmax.hpp): torch tensors, checked
+    # there; A / AT are CsrViews of A and of its transpose; long_rows: A's rows of at least
+    # GAT_LONG_ROW entries in A's index dtype (None: none); m and inv may be row-strided.
+    @staticmethod
+    def gat_long_row() -> int:
+        return int(_ext.GAT_LONG_ROW)
+
+    def gat_softmax_stats(self, A, long_rows, fd, fs, H, slope):
+        """(m, inv), each (A.M, H) float32: the two halves of one (A.M, 2, H) buffer (row stride 2H),
+        so that a row's m and inv are one gathered segment for gat_softmax_weights_t."""
+        run = _run(fd)
+        buf = _empty_as(run, (A.M, 2, H), "float32")
+        m, inv = buf[:, 0], buf[:, 1]
+        n_long = 0 if long_rows is None else int(long_rows.shape[0])
+        _launch(run, _ext.gat_softmax_stats, A, run.addr(long_rows), n_long, run.addr(fd), run.addr(fs), H, slope,
+                run.addr(m), run.addr(inv), 2 * H, 2 * H)
+        return m, inv
+
+    def gat_softmax_weights_t(self, AT, fd, fs, m, inv, H, slope):
+        """aT (AT.nnz, H) float32: alpha in transpose order."""
+        run = _run(fd)
+        aT = _empty_as(run, (AT.nnz, H), "float32")
+        _launch(run, _ext.gat_softmax_weights_t, AT, run.addr(fd), run.addr(fs), run.addr(m), run.addr(inv),
+                _row_stride(m, H), _row_stride(inv, H), H, slope, run.addr(aT))
+        return aT
+
+    def gat_softmax_grad_(self, A, long_rows, fd, fs, m, inv, t, H, slope):
+        """t (A.nnz, H) float32, overwritten in place with dS; returns t."""
+        run = _run(fd)
+        n_long = 0 if long_rows is None else int(long_rows.shape[0])
+        _launch(run, _ext.gat_softmax_grad, A, run.addr(long_rows), n_long, run.addr(fd), run.addr(fs), run.addr(m),
+                run.addr(inv), _row_stride(m, H), _row_stride(inv, H), H, slope, run.addr(t))
+        return t
+
+
+def _row_stride(x, H) -> int:
+    """The row stride of an (rows, H) torch view (H for a single row, whose stride torch may set to anything)."""
+    return x.stride(0) if x.shape[0] > 1 else H
+
 
 def _edge_dtype(X) -> str:
     """The edge-value dtype for features X: theirs, float32 for 16-bit ones (ops.hpp)."""
