@@ -211,3 +211,122 @@ def test_gat_backward_in_edge_chunks(device, bits, monkeypatch):
     for got in [run(7)] + ([run(1 << 22, "custom_op")] if bits is None else []):
         for a, b in zip(got, want):
             assert torch.equal(a, b)
+
+
+def test_elu_dropout(device, monkeypatch):
+    """elu_dropout = native_dropout(elu(h)) (F.dropout's kernel: the same draws and bits forward),
+    saving its output and one boolean mask (no elu output besides); its gradient within one
+    rounding of autograd's through elu and native_dropout, also in row blocks; elu outside
+    training."""
+    h = torch.randn(300, 17, generator=torch.Generator().manual_seed(0)).to(device).requires_grad_()
+    g = torch.randn(300, 17, generator=torch.Generator().manual_seed(2)).to(device)
+    torch.manual_seed(1)
+    ref = torch.ops.aten.native_dropout(torch.nn.functional.elu(h), 0.4, True)[0]
+    ref.backward(g)
+    want, h.grad = h.grad, None
+    for chunk in (1 << 16, 7):
+        monkeypatch.setattr(qa, "_ACT_CHUNK", chunk)
+        torch.manual_seed(1)
+        saved = []
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+            y = qa.elu_dropout(h, 0.4, True)
+        assert torch.equal(y, ref)
+        assert sorted(str(t.dtype) for t in saved) == ["torch.bool", "torch.float32"]
+        assert saved[[t.dtype for t in saved].index(torch.float32)].data_ptr() == y.data_ptr()
+        y.backward(g)
+        torch.testing.assert_close(h.grad, want, rtol=1e-6, atol=1e-7)
+        assert torch.equal(h.grad == 0, want == 0)  # dropped elements: exactly zero
+        h.grad = None
+    assert torch.equal(qa.elu_dropout(h, 0.4, False), torch.nn.functional.elu(h))
+    with pytest.raises(ValueError, match="dropout"):
+        qa.elu_dropout(h, 1.0)
+
+
+def test_gat_incoming_gradient_quantized_before_backward(device, monkeypatch):
+    """The quantized GAT attention's incoming gradient is quantized by a pre-hook on its autograd
+    node, so its backward gets a zero of one element's storage (the float32 gradient is freed
+    before the edge work): the same bits as quantizing it in the backward (seeds drawn in the same order)."""
+    n = 157
+    ei = _graph(n, 1800, 12, device, loops=20, empty=3)
+    x = torch.randn(n, 20, generator=torch.Generator().manual_seed(6)).to(device)
+    seen = []
+    incoming = qa._incoming
+
+    def spy(handle, dout, bits):
+        seen.append(dout.untyped_storage().nbytes())
+        return incoming(handle, dout, bits)
+
+    monkeypatch.setattr(qa, "_incoming", spy)
+
+    def run():
+        torch.manual_seed(3)
+        layer = qnn.GATConv(20, 8, heads=4, bits=8).to(device)
+        xx = x.clone().requires_grad_()
+        torch.manual_seed(4)
+        y = layer(xx, ei)
+        (y.square().sum() + y.sum()).backward()
+        return [y.detach(), xx.grad] + [p.grad for p in layer.parameters()]
+
+    got = run()
+    assert seen == [4]
+    monkeypatch.setattr(qa, "_quantize_incoming", lambda handle, bits: (lambda grads: None))
+    want = run()
+    assert seen == [4, n * 4 * 8 * 4]
+    assert all(torch.isfinite(t).all() for t in want) and want[1].abs().sum() > 0
+    for a, b in zip(got, want):
+        assert torch.equal(a, b)
+
+
+def test_delayed_spmm_calibrates_without_float32_output(device, monkeypatch):
+    """The first output of a DelayedScale from the quantized SpMM is calibrated by a probe pass
+    (no float32 Y, no quantize pass): the bits of quantize(Y) as before, and the second output uses
+    Y's scale; the statistics count the caller's steps only."""
+    from gnnsparse.quant import ops as qops
+
+    n = 203
+    A = gs.CSR.from_edge_index(_graph(n, 2500, 5, device, empty=4), n)
+    X = torch.randn(n, 24, generator=torch.Generator().manual_seed(8)).to(device)
+    QX = gs.quantize(X, 8, seed=3)
+    Y = gs.quant.spmm(A, QX)  # float32, for the reference
+    want = gs.quantize(Y, 8, seed=11)
+    monkeypatch.setattr(qops, "quantize", lambda *a, **k: pytest.fail("quantize pass on the calibrating call"))
+    st = gs.quant.DelayedScale(8)
+    Q = gs.quant.spmm(A, QX, out=st, seed=11)
+    assert torch.equal(Q.data, want.data) and torch.equal(Q.scale, want.scale)
+    assert st.steps == 1 and st.statistics()["saturated_steps"] == 0
+    Q2 = gs.quant.spmm(A, QX, out=st, seed=11)
+    assert torch.equal(Q2.data, want.data) and torch.equal(Q2.scale, want.scale)
+    assert st.steps == 2 and st.statistics()["saturated_steps"] == 0
+
+
+@pytest.mark.parametrize("heads", [1, 4])
+def test_gat_backward_by_softmax_kernels(device, heads, monkeypatch):
+    """The quantized GAT attention's backward by gnnsparse._gat_softmax (row statistics, the dz
+    weights in A^T's order, the score gradient in place; on the CPU their torch form) against the
+    generic path (alpha by FusedMM, torch ops in edge chunks): gradients within float32 rounding
+    (alpha's exp is computed by other code), the forward untouched; duplicates, self loops, empty
+    rows, a hub row."""
+    n = 301
+    ei = _graph(n, 2500, 13, device, loops=25, empty=4)
+    hub = torch.stack([torch.randint(4, n, (1300,), generator=torch.Generator().manual_seed(1)),
+                       torch.full((1300,), 7)]).to(device)
+    ei = torch.cat([ei, hub], 1)
+    x = torch.randn(n, 20, generator=torch.Generator().manual_seed(6)).to(device)
+
+    def run(mode):
+        monkeypatch.setattr(qa, "_SOFTMAX_KERNELS", mode)
+        torch.manual_seed(3)
+        layer = qnn.GATConv(20, 8, heads=heads, bits=8).to(device)
+        xx = x.clone().requires_grad_()
+        torch.manual_seed(4)
+        y = layer(xx, ei)
+        (y.square().sum() + y.sum()).backward()
+        return [y.detach(), xx.grad] + [p.grad for p in layer.parameters()]
+
+    want = run("never")
+    got = run("always")
+    assert torch.equal(got[0], want[0])
+    for a, b in zip(got[1:], want[1:]):
+        assert torch.isfinite(a).all()
+        assert (a - b).abs().max() <= 1e-4 * b.abs().max()
+    assert torch.equal(run("always")[1], got[1])  # deterministic

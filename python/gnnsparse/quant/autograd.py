@@ -53,7 +53,7 @@ from .ops import spmm as qspmm
 
 __all__ = ["linear", "spmm", "spmm_heads", "sddmm_add", "next_seed", "LayerScales", "gcn_layer", "gat_project",
            "gat_logits", "gat_aggregate", "gat_attend", "leaky_relu", "leaky_edge_softmax", "spmm_float",
-           "relu_dropout"]
+           "relu_dropout", "elu_dropout"]
 
 
 def next_seed() -> int:
@@ -239,12 +239,13 @@ def gcn_layer(A, AT, x: torch.Tensor, weight: torch.Tensor, bits: int, scales: L
 
 class _Handle:
     """What gat_project hands to gat_logits / gat_aggregate besides tensors: the quantized input
-    q(x), the quantized projection q(z), and (in the backward) the quantized gradient q(dz)."""
+    q(x), the quantized projection q(z), and (in the backward) the quantized gradient q(dz) and
+    gat_attend's incoming gradient q(dout) (quantized by _quantize_incoming before the backward)."""
 
-    __slots__ = ("qx", "qz", "dz", "__weakref__")
+    __slots__ = ("qx", "qz", "dz", "qd", "__weakref__")
 
     def __init__(self):
-        self.qx = self.qz = self.dz = None
+        self.qx = self.qz = self.dz = self.qd = None
 
 
 class _GATProject(torch.autograd.Function):
@@ -377,10 +378,14 @@ class _GATAttend(torch.autograd.Function):
         from ..torch._library import _csr, _spmm
 
         (qz, qa_dst, qa_src), kept = _load_q(ctx)
+        qd = _incoming(ctx.handle, dout, ctx.bits)  # shared by dalpha and dz
+        del dout
         fd, fs = qa_dst.dequantize(), qa_src.dequantize()
+        if not kept and (_SOFTMAX_KERNELS == "always" or (_SOFTMAX_KERNELS == "cuda" and fd.is_cuda)):
+            dd, ds = _GATAttend._backward_kernels(ctx, qz, qd, fd, fs)
+            return (dd, ds, qz.data.new_zeros(0, dtype=torch.float32)) + (None,) * 9
         g, A, slope = ctx.g, ctx.A, ctx.slope
         alpha = kept[0].clone() if kept else _gat_weights(g, fd, fs, slope)  # a copy: changed in place below
-        qd = _q(dout, ctx.bits)  # shared by dalpha and dz
         aT = _take_rows(alpha, ctx.perm).contiguous()
         ctx.handle.dz = qspmm(ctx.AT, qd, "sum", weights=aT, out=ctx.scales.get("dz", ctx.bits), seed=next_seed())
         del aT
@@ -405,7 +410,62 @@ class _GATAttend(torch.autograd.Function):
             del t
             dd = incidence_spmm(A, qe, "sum", "dst") if ctx.needs_input_grad[0] else None
             ds = incidence_spmm(A, qe, "sum", "src") if ctx.needs_input_grad[1] else None
-        return dd, ds, dout.new_zeros(0), None, None, None, None, None, None, None, None, None
+        return dd, ds, qz.data.new_zeros(0, dtype=torch.float32), None, None, None, None, None, None, None, None, None
+
+
+    @staticmethod
+    def _backward_kernels(ctx, qz, qd, fd, fs):
+        """The backward without a whole alpha (gnnsparse._gat_softmax's kernels): each row's softmax
+        statistics (max logit, 1 / sum exp), the dz SpMM's weights written in A^T's order from them,
+        then the score gradient dS in the storage of d(alpha) = q(dout) . q(z): one (nnz, H) float32
+        tensor alive at a time instead of alpha beside it (1.8 GiB each on a products-sized graph)."""
+        from .. import _gat_softmax as K
+        from ..torch import nn as tnn
+
+        g, A, slope = ctx.g, ctx.A, ctx.slope
+        # the rows a block walks (>= K.LONG_ROW entries), found once per graph
+        lr = tnn._derived(g, ("gat_long_rows",), lambda b: K.gat_long_rows(b.rowptr, b.col.shape[0]))
+        m, inv = K.gat_softmax_stats(g.rowptr, g.col, fd, fs, slope, long_rows=lr)
+        aT = K.gat_softmax_weights_t(g.t_rowptr, g.t_col, fd, fs, m, inv, slope)
+        ctx.handle.dz = qspmm(ctx.AT, qd, "sum", weights=aT, out=ctx.scales.get("dz", ctx.bits), seed=next_seed())
+        del aT
+        if not (ctx.needs_input_grad[0] or ctx.needs_input_grad[1]):
+            return None, None
+        t = K.gat_softmax_grad_(g.rowptr, g.col, fd, fs, m, inv, slope, qsddmm(A, qd, qz, "dot"), long_rows=lr)
+        qe = _q(t, ctx.logit_bits)  # shared by both endpoints
+        del t
+        dd = incidence_spmm(A, qe, "sum", "dst") if ctx.needs_input_grad[0] else None
+        ds = incidence_spmm(A, qe, "sum", "src") if ctx.needs_input_grad[1] else None
+        return dd, ds
+
+
+# where the quantized GAT's attention backward runs gnnsparse._gat_softmax's kernels: "cuda" (on
+# CUDA tensors), "always" (elsewhere too, by their torch form: the tests), "never" (the generic path:
+# alpha recomputed by FusedMM, the score gradient by torch ops in edge chunks)
+_SOFTMAX_KERNELS = "cuda"
+
+
+def _quantize_incoming(handle, bits):
+    """A pre-hook for gat_attend's autograd node: q(dout) into handle.qd, and in dout's place a zero
+    expanded to its shape (one element of storage: the engine checks the size, not the storage),
+    so the float32 gradient (n x H x C x 4 bytes: 1.17 GiB on a products-sized graph) is freed
+    before the backward's edge work instead of after it. The same quantization (seed from the same
+    generator, drawn in the same order) as in the backward itself."""
+
+    def hook(grad_outputs):
+        (d,) = grad_outputs
+        if d is None or handle.qd is not None:
+            return None
+        handle.qd = _q(d, bits)
+        return (d.new_zeros(()).expand_as(d),)
+
+    return hook
+
+
+def _incoming(handle, dout, bits):
+    """The backward's q(dout): the pre-hook's (handle.qd, taken) or, without it, quantized here."""
+    qd, handle.qd = handle.qd, None
+    return qd if qd is not None else _q(dout, bits)
 
 
 def gat_attend(g, A, AT, perm, a_dst: torch.Tensor, a_src: torch.Tensor, token: torch.Tensor, handle, bits: int,
@@ -415,7 +475,10 @@ def gat_attend(g, A, AT, perm, a_dst: torch.Tensor, a_src: torch.Tensor, token: 
     gat_project's handle; g the GraphTensors of A. Saves only node-sized tensors for the backward,
     which recomputes alpha (one FusedMM pass). Differentiable in a_dst and a_src (and, through the
     handle, in gat_project's inputs)."""
-    return _GATAttend.apply(a_dst, a_src, token, g, A, AT, perm, bits, logit_bits, float(slope), scales, handle)
+    out = _GATAttend.apply(a_dst, a_src, token, g, A, AT, perm, bits, logit_bits, float(slope), scales, handle)
+    if out.grad_fn is not None:
+        out.grad_fn.register_prehook(_quantize_incoming(handle, bits))
+    return out
 
 
 class _LeakyReLU(torch.autograd.Function):
@@ -538,3 +601,47 @@ def relu_dropout(h: torch.Tensor, p: float, training: bool = True) -> torch.Tens
         out = torch.relu(h)
         return F.dropout(out, p, training) if training and p > 0 else out
     return _ReluDropout.apply(h, p)
+
+
+_ACT_CHUNK = 1 << 16  # rows per block of elu_dropout's backward (its temporaries: two blocks)
+
+
+class _EluDropout(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, h, p):
+        out, keep = torch.ops.aten.native_dropout(F.elu(h), p, True)  # F.dropout's own kernel and draws
+        ctx.save_for_backward(out, keep)
+        ctx.scale = 1.0 / (1.0 - p)
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g):
+        out, keep = ctx.saved_tensors
+        g = g.contiguous()
+        dh = torch.empty_like(g)
+        for r0 in range(0, g.shape[0], _ACT_CHUNK):
+            r = slice(r0, r0 + _ACT_CHUNK)
+            gk = _masked_scale(g[r], keep[r], ctx.scale)
+            # elu's derivative from its output y = out / scale (1 where y > 0, else y + 1); where
+            # dropout dropped an element, gk is 0 already
+            y = out[r].div(ctx.scale)
+            torch.ops.aten.elu_backward.grad_input(gk, 1.0, 1.0, 1.0, True, y, grad_input=dh[r])
+            del gk, y
+        return dh, None
+
+
+def elu_dropout(h: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
+    """F.dropout(F.elu(h), p, training) saving only its output (which the next layer keeps anyway)
+    and dropout's boolean mask for the backward, instead of elu's float32 output besides them: one
+    (N, C) float32 tensor less through the backward of the layers beneath. Forward: F.elu then
+    dropout's own kernel (torch.ops.aten.native_dropout, the draws of F.dropout: the same bits);
+    backward: elu's derivative recovered from the output (out / scale, within one rounding of
+    elu's output), in row blocks. Outside training (or p = 0) it is F.elu."""
+    p = float(p)
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout probability must be in [0, 1), got {p}")
+    if not training or p == 0.0 or not (torch.is_grad_enabled() and h.requires_grad):
+        out = F.elu(h)
+        return F.dropout(out, p, training) if training and p > 0 else out
+    return _EluDropout.apply(h, p)

@@ -97,6 +97,10 @@ class Net(torch.nn.Module):
             from ..quant.autograd import relu_dropout
 
             h = relu_dropout(h, self.dropout, self.training)
+        elif self.quant and self.kind == "gat":  # elu and dropout saving their output and one mask
+            from ..quant.autograd import elu_dropout
+
+            h = elu_dropout(h, self.dropout, self.training)
         else:
             h = F.elu(h) if self.kind in ("gat", "gatv2") else F.relu(h)
             h = F.dropout(h, p=self.dropout, training=self.training)
