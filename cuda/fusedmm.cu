@@ -372,13 +372,18 @@ struct FusedAgent {
 // spilling for sm_90 (the one-vector path with fp32 softmax: 32 bytes, two reloads per batch):
 // 3 (<= 80 registers) for 4-byte features when the dot's operands need no second gather (Y is Z),
 // there is no dot (add) or the dot takes the one-vector path (or its edges form) with 32-bit
-// indices; else 2.
-template <class T, class I, int TL, SddmmOp OP, FusedPath P> constexpr int fused_min_blocks() {
-  if constexpr (TL != 1 || sizeof(T) == 8) return 1;
-  else if constexpr (sizeof(T) == 4 && (P == FusedPath::same || P == FusedPath::one_same || OP == SddmmOp::add ||
-                                        ((P == FusedPath::one || P == FusedPath::edges) && sizeof(I) == 4)))
-    return FusedTuning::kMinBlocks;
-  else return FusedTuning::kMinBlocksWide;
+// indices; else 2. Below sm_90 one block fewer for the fp32 dot instances that spilled there at
+// these values (arch_min_blocks; nvcc 13.0, sm_80): the one-vector walk with Y is Z 72-104 bytes,
+// the one-vector walk with softmax and int32 indices 28.
+template <class T, class I, int TL, SddmmOp OP, EdgeFn EF, FusedPath P> constexpr int fused_min_blocks() {
+  constexpr int sm90 = TL != 1 || sizeof(T) == 8 ? 1
+                       : sizeof(T) == 4 && (P == FusedPath::same || P == FusedPath::one_same || OP == SddmmOp::add ||
+                                            ((P == FusedPath::one || P == FusedPath::edges) && sizeof(I) == 4))
+                           ? FusedTuning::kMinBlocks
+                           : FusedTuning::kMinBlocksWide;
+  constexpr bool sm80_spills = sizeof(T) == 4 && TL == 1 && OP == SddmmOp::dot &&
+                               (P == FusedPath::one_same || (P == FusedPath::one && sizeof(I) == 4 && row_softmax(EF)));
+  return arch_min_blocks(sm90, sm80_spills);
 }
 
 // One group per (row, head); rows longer than kWarpRowMin (when G < 32) are taken by the whole warp
@@ -386,7 +391,7 @@ template <class T, class I, int TL, SddmmOp OP, FusedPath P> constexpr int fused
 // the warp's loop cost it ~25 registers and 3 resident blocks), hub rows (deg > hub_thr > 0) are
 // left to the hub pass.
 template <class T, class I, SddmmOp OP, EdgeFn EF, int V, int TL, FusedPath P>
-__global__ void __launch_bounds__(FusedTuning::kBlockThreads, fused_min_blocks<T, I, TL, OP, P>())
+__global__ void __launch_bounds__(FusedTuning::kBlockThreads, (fused_min_blocks<T, I, TL, OP, EF, P>()))
 fused_row_kernel(typename FusedAgent<T, I, OP, EF, V, TL, P>::Args a, T* __restrict__ Out, int G,
                  int64_t hub_thr) {
   using Ag = FusedAgent<T, I, OP, EF, V, TL, P>;
@@ -513,6 +518,9 @@ struct FusedCombine {
   };
   static constexpr int kLoads = 8;
   __host__ __device__ __forceinline__ static int64_t width(const Params& p) { return p.H * (p.D > 0 ? p.D : 1); }
+  // GNNSPARSE_CUDA_HUB_COMBINE=auto: by segments. A Part is three values, more than the float SpMM's
+  // max / min (value and arg), whose combine by rows measured 8-14 % slower (H100, 2026-12-07).
+  static bool prefers_rows(const Params&) { return false; }
   __device__ __forceinline__ static Part identity() { return {A(-INFINITY), A(0), A(0)}; }
   __device__ __forceinline__ static Part load(const Params& p, int64_t slot, int64_t cc) {
     const int64_t Dw = p.D > 0 ? p.D : 1, h = cc / Dw, d = cc % Dw;

@@ -197,6 +197,9 @@ struct Gatv2Combine {
   __host__ __device__ __forceinline__ static int64_t width(const Params& p) {
     return p.dAtt != nullptr ? 2 * p.HC : p.HC;
   }
+  // GNNSPARSE_CUDA_HUB_COMBINE=auto: by segments. By rows measured faster only for the float SpMM's
+  // sums up to 16 columns (H100, 2026-12-07); this combine was not measured by rows.
+  static bool prefers_rows(const Params&) { return false; }
   __device__ __forceinline__ static Part identity() { return {A(0)}; }
   __device__ __forceinline__ static Part load(const Params& p, int64_t slot, int64_t cc) {
     return {p.ws[slot * width(p) + cc]};

@@ -19,6 +19,27 @@ inline int64_t pow2ceil(int64_t x) {
   return p;
 }
 
+// ---- register caps per architecture ----------------------------------------------------------
+// The row kernels ask __launch_bounds__ for the most resident blocks that compile without spilling,
+// values found on sm_90 builds. nvcc 13.0's sm_80 code of a few instances needs more registers at
+// the same cap and spilled 8-104 bytes (ptxas -v, 2026-12-07: fp32 SpMM max / min with int64
+// indices, SDDMM dot, the fp32 one-vector FusedMM walk, ...); those instances ask for one block
+// fewer in the device passes below sm_90, so the sm_90 code stays as measured. kBelowSm90: a device
+// pass for sm_80 .. sm_89 (the host pass, which ignores launch bounds, sees false).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+inline constexpr bool kBelowSm90 = true;
+#else
+inline constexpr bool kBelowSm90 = false;
+#endif
+
+// The min-blocks argument of __launch_bounds__: `blocks` (the sm_90 value; 0: none, the bound on
+// threads alone), one fewer below sm_90 where the instance spilled there (`sm80_spills`), and an
+// explicit 1 for a kernel without one: with the bound on threads alone ptxas keeps such a kernel at
+// 64 registers and spills rather than give up a resident block.
+constexpr int arch_min_blocks(int blocks, bool sm80_spills) {
+  return kBelowSm90 && sm80_spills ? (blocks > 1 ? blocks - 1 : 1) : blocks;
+}
+
 // ---- the hub pass (segments.cuh) ------------------------------------------------------------
 // Rows longer than `thr` nonzeros (hubs) are not walked by one group. The nnz range is cut into
 // fixed segments of `seg` entries; a map kernel finds each segment's first and last row once (so
@@ -43,6 +64,9 @@ struct SegmentTuning {
                                                    // a block for the rows too long for a warp
   static constexpr int64_t kCombineWarpElems = 2048;  // a warp folds rows of up to this many slot
                                                       // elements (<= 8 rounds of 8 loads a lane)
+  static constexpr int64_t kCombineRowsSumWidth = 16;  // GNNSPARSE_CUDA_HUB_COMBINE=auto: SpMM sums up
+                                                       // to this width combine by rows (measured
+                                                       // faster there only; segments.cuh)
 };
 
 struct SegmentPlan {

@@ -170,11 +170,24 @@ struct SddmmRowsAgent {
 template <class T> constexpr int sddmm_min_blocks() {
   return sizeof(T) == 4 ? SddmmTuning::kMinBlocksDot : (sizeof(T) == 2 ? SddmmTuning::kMinBlocksDot16 : 1);
 }
+// Below sm_90 one block fewer for the instances that spilled there at that value (arch_min_blocks;
+// nvcc 13.0, sm_80): fp32 on the vector path, the row kernel with int64 indices (ONE) 32 bytes, the
+// rows kernel with int32 indices 12-36; and an explicit 1 for the long-rows kernel (no bound of its
+// own) with bf16 and int64 indices (8 bytes at the 64 registers ptxas chose).
+template <class T, class I, int V, bool ONE> constexpr int sddmm_row_min_blocks() {
+  return arch_min_blocks(sddmm_min_blocks<T>(), sizeof(T) == 4 && V == 4 && ONE && sizeof(I) == 8);
+}
+template <class T, class I, int V> constexpr int sddmm_rows_min_blocks() {
+  return arch_min_blocks(sddmm_min_blocks<T>(), sizeof(T) == 4 && V == 4 && sizeof(I) == 4);
+}
+template <class T, class I, int V, bool ONE> constexpr int sddmm_long_rows_min_blocks() {
+  return arch_min_blocks(0, std::is_same_v<T, __nv_bfloat16> && sizeof(I) == 8 && V == 1 && !ONE);
+}
 
 // One group of G lanes per (row, head). Rows longer than long_min (> 0) are left to
 // sddmm_dot_long_rows_kernel, hub rows (deg > hub_thr > 0) to the hub pass.
 template <class T, class I, int V, bool ONE>
-__global__ void __launch_bounds__(SddmmTuning::kBlockThreads, sddmm_min_blocks<T>())
+__global__ void __launch_bounds__(SddmmTuning::kBlockThreads, (sddmm_row_min_blocks<T, I, V, ONE>()))
 sddmm_dot_row_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const T* __restrict__ X,
                      const T* __restrict__ Y, T* __restrict__ E, int64_t M, int64_t H, int64_t F, int G,
                      int64_t long_min) {
@@ -192,7 +205,7 @@ sddmm_dot_row_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, co
 // long_min (> 0) are left to sddmm_dot_long_rows_kernel or the hub pass; a group that holds one
 // walks its other rows one at a time.
 template <class T, class I, int V, int R>
-__global__ void __launch_bounds__(SddmmTuning::kBlockThreads, sddmm_min_blocks<T>())
+__global__ void __launch_bounds__(SddmmTuning::kBlockThreads, (sddmm_rows_min_blocks<T, I, V>()))
 sddmm_dot_rows_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const T* __restrict__ X,
                       const T* __restrict__ Y, T* __restrict__ E, int64_t M, int64_t H, int64_t F, int G,
                       int64_t long_min) {
@@ -236,7 +249,7 @@ sddmm_dot_rows_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, c
 // edges (a power-law graph's rows of 33..256 entries would otherwise keep one group busy while
 // the rest of its warp waits). A kernel of its own, so the row kernel keeps its registers.
 template <class T, class I, int V, bool ONE>
-__global__ void __launch_bounds__(SddmmTuning::kBlockThreads)
+__global__ void __launch_bounds__(SddmmTuning::kBlockThreads, (sddmm_long_rows_min_blocks<T, I, V, ONE>()))
 sddmm_dot_long_rows_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const T* __restrict__ X,
                            const T* __restrict__ Y, T* __restrict__ E, int64_t M, int64_t H, int64_t F, int G,
                            int64_t hub_thr) {

@@ -14,12 +14,14 @@
 //      segment or combine kernel searches rowptr;
 //   3. the op's segment kernel: for each hub piece (hub_pieces) it reduces the piece into its
 //      slot -- the op's own schedule (a warp per segment, its edges split over lane sets);
-//   4. hub_combine_rows_kernel<Cmb>: for every hub row, a warp (or, for a long row, the block)
-//      folds it: thread (part, column) a contiguous range of the row's slots in segment order,
-//      then the parts in order through shared memory, and Cmb::write stores the result. Cmb is
-//      the op's state: its Part (the state of one slot column), kLoads (slots a thread loads
-//      before folding them), identity, load, fold (the merge rule: the left argument holds the
-//      earlier edges) and write (the epilogue).
+//   4. the combine (launch_hub_combine): for every hub row, the threads that fold it -- a warp or,
+//      for a long row, the block (hub_combine_rows_kernel, by rows), or a block per row
+//      (hub_combine_kernel, by segments) -- fold thread (part, column) a contiguous range of the
+//      row's slots in segment order, then the parts in order through shared memory, and
+//      Cmb::write stores the result. Cmb is the op's state: its Part (the state of one slot
+//      column), kLoads (slots a thread loads before folding them), identity, load, fold (the merge
+//      rule: the left argument holds the earlier edges), write (the epilogue) and prefers_rows
+//      (which combine GNNSPARSE_CUDA_HUB_COMBINE=auto runs for it: the one measured faster).
 // Fixed segments and fixed fold orders: bitwise reproducible. No atomics.
 #pragma once
 #include <cuda_runtime.h>
@@ -148,16 +150,16 @@ __device__ __forceinline__ int64_t hub_row_starting(const I* __restrict__ rowptr
   return (k0 >= s * g.seg && k1 - k0 > g.thr) ? rr : -1;
 }
 
-// Combine, by rows (the default for widths up to kCombineWarpElems / 2): block b looks at
-// segments NT b .. NT b + NT - 1, one thread each, for a hub row that starts there. A row of at
-// most kCombineWarpElems slot elements (its segments x the width) is folded by the warp that found
-// it (its rows in lane order); longer rows by the whole block afterwards, in (warp, lane) order.
-// One wave of blocks for a graph of up to ~NT x SMs segments, where the segment-per-warp kernel
-// below ran ~10 waves of mostly idle blocks (H200, power-law 1M / 10M: 79-94 us for a few MB of
-// slots). The parts a row's slots are
-// split into are 32 / min(W, 32) for a warp and NT / min(W, NT) for a block (the old kernel's
-// 512 / min(W, 512)), so float sums of a row folded by a warp may differ from the old kernel's in
-// the last bits; every row always takes the same path, so repeats stay bitwise.
+// Combine, by rows (where Cmb::prefers_rows, or forced; widths up to kCombineWarpElems / 2):
+// block b looks at segments NT b .. NT b + NT - 1, one thread each, for a hub row that starts
+// there. A row of at most kCombineWarpElems slot elements (its segments x the width) is folded by
+// the warp that found it (its rows in lane order); longer rows by the whole block afterwards, in
+// (warp, lane) order. One wave of blocks for a graph of up to ~NT x SMs segments, where the
+// segment-per-warp kernel below ran ~10 waves of mostly idle blocks (H200, power-law 1M / 10M:
+// 79-94 us for a few MB of slots). The parts a row's slots are split into are 32 / min(W, 32) for
+// a warp and NT / min(W, NT) for a block (the other kernel's 512 / min(W, 512)), so float sums of
+// a row folded by a warp may differ from the other kernel's in the last bits; every row always
+// takes the same path, so repeats stay bitwise.
 template <class Cmb, class I>
 __global__ void __launch_bounds__(SegmentTuning::kCombineRowThreads, 1)
 hub_combine_rows_kernel(const I* __restrict__ rowptr, HubGeometry g, typename Cmb::Params p) {
@@ -193,9 +195,9 @@ hub_combine_rows_kernel(const I* __restrict__ rowptr, HubGeometry g, typename Cm
   }
 }
 
-// Combine, by segments (GNNSPARSE_CUDA_HUB_COMBINE=segments, for comparison): block b looks at
-// segments NW b .. NW b + NW - 1 (one warp each) for a hub row that starts in it, and folds each
-// such row with the whole block.
+// Combine, by segments (the default for every combine but SpMM sums at narrow widths, see
+// launch_hub_combine): block b looks at segments NW b .. NW b + NW - 1 (one warp each) for a hub
+// row that starts in it, and folds each such row with the whole block.
 template <class Cmb, class I>
 __global__ void __launch_bounds__(SegmentTuning::kCombineThreads, SegmentTuning::kCombineMinBlocks)
 hub_combine_kernel(const I* __restrict__ rowptr, HubGeometry g, typename Cmb::Params p) {
@@ -346,23 +348,33 @@ class HubStream {
   cudaEvent_t fork_ = nullptr;
 };
 
-// GNNSPARSE_CUDA_HUB_COMBINE: "rows" (unset or "": the default) or "segments" (the combine of
-// 2026-12-02, for the bench). Read at every launch.
-inline bool hub_combine_by_rows() {
+// GNNSPARSE_CUDA_HUB_COMBINE: "auto" (unset or "": the default) runs the combine each Cmb measured
+// faster (Cmb::prefers_rows); "rows" and "segments" force one, for the bench and the tests. Read at
+// every launch.
+enum class HubCombine { automatic, rows, segments };
+inline HubCombine hub_combine_knob() {
   const char* e = std::getenv("GNNSPARSE_CUDA_HUB_COMBINE");
-  if (e == nullptr || *e == '\0' || std::strcmp(e, "rows") == 0) return true;
-  if (std::strcmp(e, "segments") == 0) return false;
+  if (e == nullptr || *e == '\0' || std::strcmp(e, "auto") == 0) return HubCombine::automatic;
+  if (std::strcmp(e, "rows") == 0) return HubCombine::rows;
+  if (std::strcmp(e, "segments") == 0) return HubCombine::segments;
   throw std::invalid_argument(
-      std::string("gnnsparse cuda: GNNSPARSE_CUDA_HUB_COMBINE must be rows or segments, got '") + e + "'");
+      std::string("gnnsparse cuda: GNNSPARSE_CUDA_HUB_COMBINE must be auto, rows or segments, got '") + e + "'");
 }
 
-// Launches the combine of a hub pass whose segment kernel has run.
+// Launches the combine of a hub pass whose segment kernel has run. Under auto, by rows only where
+// Cmb::prefers_rows: on an H100 (2026-12-07, power-law 1M rows / 10M entries, bench/hubs.py) the
+// combine by rows was faster only for SpMM sums at 16 columns (368.7 vs 414.4 us), the same at 32
+// and 128, and 8-14 % slower for max / min with arg at every width (its block-folded largest rows
+// run on a fraction of the SMs, after the warp-folded ones). Either combine is bitwise
+// reproducible; for float sums the two may differ in the last bits (hub_combine_rows_kernel).
 template <class Cmb, class I>
 void launch_hub_combine(const SegmentPlan& plan, const I* rowptr, const HubWorkspace& ws,
                         const typename Cmb::Params& p, cudaStream_t stream) {
+  const HubCombine how = hub_combine_knob();
+  const bool by_rows = how == HubCombine::rows || (how == HubCombine::automatic && Cmb::prefers_rows(p));
   // Rows of a width above kCombineWarpElems / 2 would all be folded by blocks (every hub row
   // spans at least two segments), one after another: those keep the combine by segments.
-  if (hub_combine_by_rows() && 2 * Cmb::width(p) <= SegmentTuning::kCombineWarpElems) {
+  if (by_rows && 2 * Cmb::width(p) <= SegmentTuning::kCombineWarpElems) {
     hub_combine_rows_kernel<Cmb, I><<<static_cast<unsigned>(plan.combine_row_blocks()),
                                       SegmentTuning::kCombineRowThreads, 0, stream>>>(rowptr, ws.geometry(), p);
     GS_LAUNCH_CHECK("hub_combine_rows_kernel");

@@ -222,6 +222,10 @@ struct SpmmCombine {
   using Part = std::conditional_t<Red::kHasArg, ArgPart, SumPart>;
   static constexpr int kLoads = 8;  // slots a combine thread loads before folding them
   __host__ __device__ __forceinline__ static int64_t width(const Params& p) { return p.C; }
+  // GNNSPARSE_CUDA_HUB_COMBINE=auto: by rows only for sums and means up to kCombineRowsSumWidth
+  // columns, the one case it measured faster (H100, 2026-12-07: C = 16 369 vs 414 us; C = 32 and 128
+  // the same); max / min, a value and an arg per column, measured 8-14 % slower by rows.
+  static bool prefers_rows(const Params& p) { return !Red::kHasArg && p.C <= SegmentTuning::kCombineRowsSumWidth; }
   __device__ __forceinline__ static Part identity() {
     if constexpr (Red::kHasArg) return {Red::init(), -1};
     else return {Red::init()};
@@ -246,13 +250,17 @@ struct SpmmCombine {
 // is left free), each the most that compiles without spilling for sm_90: kRowMinBlocks (<= 80
 // registers) for 4-byte sum / mean and for the scalar path; kRowMinBlocksArg (<= 64) for 4-byte
 // max / min on the vector path (one vector per lane); kRowMinBlocksWide (<= 128) for max / min on
-// the scalar path and for 2-byte features on the vector path (8 accumulators per vector).
-template <class T, Reduce R, int V> constexpr int spmm_row_min_blocks() {
-  if constexpr (sizeof(T) > 4) return 1;
-  else if constexpr (V > 1 && sizeof(T) < 4) return SpmmTuning::kRowMinBlocksWide;
-  else if constexpr (!has_arg(R)) return SpmmTuning::kRowMinBlocks;
-  else if constexpr (V == 1) return SpmmTuning::kRowMinBlocksWide;
-  else return SpmmTuning::kRowMinBlocksArg;
+// the scalar path and for 2-byte features on the vector path (8 accumulators per vector). Below
+// sm_90 one block fewer for the fp32 one-vector instances that spilled there at these values
+// (arch_min_blocks; nvcc 13.0, sm_80: sum / mean with int32 indices 12 bytes, max / min with int64
+// indices 16).
+template <class T, class I, Reduce R, int V, int TL> constexpr int spmm_row_min_blocks() {
+  constexpr int sm90 = sizeof(T) > 4              ? 1
+                       : V > 1 && sizeof(T) < 4 ? SpmmTuning::kRowMinBlocksWide
+                       : !has_arg(R)            ? SpmmTuning::kRowMinBlocks
+                       : V == 1                 ? SpmmTuning::kRowMinBlocksWide
+                                                : SpmmTuning::kRowMinBlocksArg;
+  return arch_min_blocks(sm90, sizeof(T) == 4 && V == 4 && TL == 1 && sizeof(I) == (has_arg(R) ? 8 : 4));
 }
 
 // One warp per segment: Gc column lanes x 32 / Gc edge parts reduce each hub piece of the segment
@@ -296,7 +304,7 @@ spmm_segment_kernel(const I* __restrict__ rowptr, const I* __restrict__ col,
 // edge indices, so ties still go to the smallest k). Hub rows (deg > hub_thr) are left to the
 // hub pass; with P = 1, rows longer than kWarpRowMin are taken by the whole warp.
 template <class T, class I, Reduce R, int V, int TL>
-__global__ void __launch_bounds__(SpmmTuning::kBlockThreads, spmm_row_min_blocks<T, R, V>())
+__global__ void __launch_bounds__(SpmmTuning::kBlockThreads, (spmm_row_min_blocks<T, I, R, V, TL>()))
 spmm_row_kernel(const I* __restrict__ rowptr, const I* __restrict__ col,
                 const typename ValOf<T>::type* __restrict__ val, const T* __restrict__ X,
                 T* __restrict__ Y, int64_t* __restrict__ argout, int64_t M, int64_t C, int Gc,

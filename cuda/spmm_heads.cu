@@ -20,10 +20,15 @@ namespace gnnsparse::cuda_detail {
 
 // Resident blocks the row kernel asks the register allocator for: the float SpMM's sum / mean
 // numbers (fp64 left free; 2-byte features on the vector path keep 8 accumulators per vector).
-template <class T, int V> constexpr int heads_row_min_blocks() {
-  if constexpr (sizeof(T) > 4) return 1;
-  else if constexpr (V > 1 && sizeof(T) < 4) return SpmmTuning::kRowMinBlocksWide;
-  else return SpmmTuning::kRowMinBlocks;
+// Below sm_90 one block fewer for the instances that spilled there at these values (arch_min_blocks;
+// nvcc 13.0, sm_80: the scalar path at TL = 5 with int32 indices 20-24 bytes, fp32 with int64 8; the
+// fp32 vector path at TL = 2 with int32 indices 8).
+template <class T, class I, int V, int TL> constexpr int heads_row_min_blocks() {
+  constexpr int sm90 = sizeof(T) > 4 ? 1 : V > 1 && sizeof(T) < 4 ? SpmmTuning::kRowMinBlocksWide
+                                                                  : SpmmTuning::kRowMinBlocks;
+  constexpr bool sm80_spills = (V == 1 && TL == 5 && (sizeof(I) == 4 || sizeof(T) == 4)) ||
+                               (V == 4 && TL == 2 && sizeof(I) == 4);
+  return arch_min_blocks(sm90, sizeof(T) <= 4 && sm80_spills);
 }
 
 template <class T, class I, int V, int TL>
@@ -163,6 +168,10 @@ struct HeadsCombine {
   };
   static constexpr int kLoads = 8;  // slots a combine thread loads before folding them
   __host__ __device__ __forceinline__ static int64_t width(const Params& p) { return p.C; }
+  // GNNSPARSE_CUDA_HUB_COMBINE=auto: by segments. By rows measured faster only for the float SpMM's
+  // sums up to 16 columns (H100, 2026-12-07); a row here is H x D columns, and this combine was not
+  // measured by rows.
+  static bool prefers_rows(const Params&) { return false; }
   __device__ __forceinline__ static Part identity() { return {A(0)}; }
   __device__ __forceinline__ static Part load(const Params& p, int64_t slot, int64_t cc) {
     return {p.ws[slot * p.C + cc]};
@@ -209,7 +218,7 @@ heads_segment_kernel(typename HeadsAgent<T, I, V, TL>::Args a, int Gc, HubGeomet
 // edges, merged by a fixed shuffle tree). Hub rows (deg > hub_thr) are left to the hub pass; with
 // P = 1, rows longer than kWarpRowMin are taken by the whole warp after its short rows.
 template <class T, class I, int V, int TL>
-__global__ void __launch_bounds__(SpmmTuning::kBlockThreads, heads_row_min_blocks<T, V>())
+__global__ void __launch_bounds__(SpmmTuning::kBlockThreads, (heads_row_min_blocks<T, I, V, TL>()))
 heads_row_kernel(typename HeadsAgent<T, I, V, TL>::Args a, T* __restrict__ out, int64_t M, int Gc, int P,
                  int64_t hub_thr) {
   using Ag = HeadsAgent<T, I, V, TL>;

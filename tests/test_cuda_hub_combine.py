@@ -1,12 +1,16 @@
-"""The hub pass's combine on CUDA: by rows (the default: a thread per segment finds the hub rows
-that start there, a warp folds each short one, the block each long one) and by segments
-(GNNSPARSE_CUDA_HUB_COMBINE=segments: a warp per segment, the block folds every row).
+"""The hub pass's combine on CUDA: by rows (a thread per segment finds the hub rows that start
+there, a warp folds each short one, the block each long one) and by segments (a warp per segment,
+the block folds every row). GNNSPARSE_CUDA_HUB_COMBINE=auto (the default) takes by rows only for
+the SpMM's sums and means up to 16 columns, by segments for every other combine; rows and segments
+force one.
 
 A graph of many hub rows: short ones (2-6 segments: the warp path) scattered and in a run of
 consecutive rows (one warp meets many), and two long ones (hundreds of segments: the block path),
 among rows of 0-3 entries. Every op that combines hub rows -- SpMM (sum, mean, max / min with arg),
-the multi-head SpMM, FusedMM (softmax and not) -- checked against gnnsparse.reference under both
-combines; max / min values and args exact and bitwise equal under both, repeats bitwise.
+the multi-head SpMM, FusedMM (softmax and not), the int8 SpMM -- checked against
+gnnsparse.reference under each knob value; max / min values and args exact and bitwise equal under
+all three; auto (and the knob unset) bitwise equal to the combine it picks (float sums folded by
+rows and by segments may differ in the last bits); repeats bitwise.
 """
 import numpy as np
 import pytest
@@ -17,7 +21,14 @@ from gnnsparse import reference as ref
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.cuda
 
-COMBINES = ["rows", "segments"]
+COMBINES = ["auto", "rows", "segments"]
+
+
+def _auto_picks(spmm_sum=False, C=0):
+    """The combine GNNSPARSE_CUDA_HUB_COMBINE=auto runs (cuda/segments.cuh, Cmb::prefers_rows): by
+    rows for the SpMM's sum / mean up to 16 columns (SegmentTuning::kCombineRowsSumWidth), else by
+    segments."""
+    return "rows" if spmm_sum and C <= 16 else "segments"
 
 
 def _needs_cuda():
@@ -32,7 +43,7 @@ def test_knob_rejects_unknown_values(monkeypatch):
     A = _graph(0)[0]
     X = torch.ones(A.shape[1], 16, device="cuda")
     monkeypatch.setenv("GNNSPARSE_CUDA_HUB_COMBINE", "block")
-    with pytest.raises(Exception, match="GNNSPARSE_CUDA_HUB_COMBINE"):
+    with pytest.raises(ValueError, match="GNNSPARSE_CUDA_HUB_COMBINE must be auto, rows or segments, got 'block'"):
         gs.spmm(A, X)
         torch.cuda.synchronize()
 
@@ -64,8 +75,12 @@ def _close(got, want, tol=2e-5):
 
 
 def _under(monkeypatch, combine, fn):
+    """fn() under GNNSPARSE_CUDA_HUB_COMBINE=combine (None: unset, the default)."""
     monkeypatch.setenv("GNNSPARSE_CUDA_PAD", "off")  # 47 columns: the scalar walks' hub pass too
-    monkeypatch.setenv("GNNSPARSE_CUDA_HUB_COMBINE", combine)
+    if combine is None:
+        monkeypatch.delenv("GNNSPARSE_CUDA_HUB_COMBINE", raising=False)
+    else:
+        monkeypatch.setenv("GNNSPARSE_CUDA_HUB_COMBINE", combine)
     out = fn()
     torch.cuda.synchronize()
     return out
@@ -93,8 +108,14 @@ def test_spmm(monkeypatch, reduce, C):
             y, y2 = got[combine], again
             _close(y, ref.spmm(A, X.cpu().numpy(), reduce))
         assert torch.equal(y, y2), f"{combine}: repeated call not bitwise equal"
+    unset = _under(monkeypatch, None, lambda: gs.spmm(Ad, X, reduce, return_arg=arg))
     if arg:
-        assert all(torch.equal(u, v) for u, v in zip(got["rows"], got["segments"]))
+        for combine in ("auto", "segments"):
+            assert all(torch.equal(u, v) for u, v in zip(got["rows"], got[combine])), combine
+        assert all(torch.equal(u, v) for u, v in zip(got["auto"], unset))
+    else:
+        picked = got[_auto_picks(spmm_sum=True, C=C)]
+        assert torch.equal(got["auto"], picked) and torch.equal(unset, picked)
 
 
 @pytest.mark.parametrize("H,D", [(4, 32), (1, 47)])
@@ -105,15 +126,17 @@ def test_spmm_heads(monkeypatch, H, D):
     W = torch.from_numpy(rng.uniform(0, 1, (A.nnz, H)).astype(np.float32)).cuda()
     Z = _t(rng, A.shape[1], H, D)
     want = ref.spmm_heads(A, W.cpu().numpy(), Z.cpu().numpy())
+    got = {}
     for combine in COMBINES:
-        out = _under(monkeypatch, combine, lambda: gs.spmm_heads(Ad, W, Z))
+        got[combine] = out = _under(monkeypatch, combine, lambda: gs.spmm_heads(Ad, W, Z))
         _close(out, want)
         assert torch.equal(out, _under(monkeypatch, combine, lambda: gs.spmm_heads(Ad, W, Z)))
+    assert torch.equal(got["auto"], got[_auto_picks()])
 
 
 def test_fusedmm_edge_values_and_quantized_spmm(monkeypatch):
     """FusedMM's edge values alone (D = 0: W = H, fewer columns than a warp's lanes) and the
-    quantized SpMM (int8, its own Part), both combines."""
+    quantized SpMM (int8, its own Part), every combine."""
     _needs_cuda()
     Ad, A = _graph(11)
     rng = np.random.default_rng(12)
@@ -123,14 +146,17 @@ def test_fusedmm_edge_values_and_quantized_spmm(monkeypatch):
                            "leaky_relu_softmax", 0.2, return_edges=True)
     X = _t(rng, A.shape[1], 64)
     q = gs.quantize(X, bits=8)
-    got = {}
+    got, edges = {}, {}
     for combine in COMBINES:
-        E = _under(monkeypatch, combine, lambda: gs.fusedmm(Ad, a_dst, a_src, a_src.new_empty((A.shape[1], H, 0)),
-                                                          "add", "leaky_relu_softmax", 0.2, return_edges=True)[1])
+        edges[combine] = E = _under(
+            monkeypatch, combine, lambda: gs.fusedmm(Ad, a_dst, a_src, a_src.new_empty((A.shape[1], H, 0)), "add",
+                                                     "leaky_relu_softmax", 0.2, return_edges=True)[1])
         np.testing.assert_allclose(E.cpu().numpy(), wantE, rtol=1e-4, atol=1e-6)
         got[combine] = _under(monkeypatch, combine, lambda: gs.quant.spmm(Ad, q))
         _close(got[combine], ref.spmm(A, gs.dequantize(q).cpu().numpy()), tol=1e-5)
     torch.testing.assert_close(got["rows"], got["segments"], rtol=1e-6, atol=1e-5)
+    assert torch.equal(edges["auto"], edges[_auto_picks()])
+    assert torch.equal(got["auto"], got[_auto_picks()])
 
 
 @pytest.mark.parametrize("edge", ["leaky_relu_softmax", "exp"])
@@ -142,10 +168,12 @@ def test_fusedmm_add(monkeypatch, edge):
     a_dst, a_src, Z = _t(rng, A.shape[0], H) * 0.1, _t(rng, A.shape[1], H) * 0.1, _t(rng, A.shape[1], H, D)
     want, wantE = ref.fusedmm(A, a_dst.cpu().numpy(), a_src.cpu().numpy(), Z.cpu().numpy(), "add", edge, 0.2,
                               return_edges=True)
+    got = {}
     for combine in COMBINES:
-        out, E = _under(monkeypatch, combine,
-                        lambda: gs.fusedmm(Ad, a_dst, a_src, Z, "add", edge, 0.2, return_edges=True))
+        out, E = got[combine] = _under(monkeypatch, combine,
+                                       lambda: gs.fusedmm(Ad, a_dst, a_src, Z, "add", edge, 0.2, return_edges=True))
         _close(out, want)
         np.testing.assert_allclose(E.cpu().numpy(), wantE, rtol=1e-4, atol=1e-6)
         out2 = _under(monkeypatch, combine, lambda: gs.fusedmm(Ad, a_dst, a_src, Z, "add", edge, 0.2))
         assert torch.equal(out, out2)
+    assert all(torch.equal(u, v) for u, v in zip(got["auto"], got[_auto_picks()]))
