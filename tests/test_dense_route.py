@@ -69,6 +69,8 @@ def test_policy_crossovers():
     # SDDMM: TF32 / bf16 only, and larger products (the gather)
     assert _dense.prefer(_dense.SDDMM_CROSSOVER, "tf32", M, K, int(0.0996 * M * K), 128)
     assert not _dense.prefer(_dense.SDDMM_CROSSOVER, "tf32", 4096, 2048, int(0.3 * 4096 * 2048), 128)
+    assert not _dense.prefer(_dense.SDDMM_CROSSOVER, "bf16", 4096, 4096, int(0.3 * 4096 * 4096), 128)
+    assert _dense.prefer(_dense.SDDMM_CROSSOVER, "bf16", 8192, 8192, int(0.1 * 8192 * 8192), 128)
     # too small to matter, and a graph's density never qualifies
     assert not _dense.prefer(_dense.SPMM_CROSSOVER, "fp32", 1024, 1024, 300_000, 128)
     assert not _dense.prefer(_dense.SPMM_CROSSOVER, "tf32", 2048, 1024, 600_000, 128)
@@ -335,11 +337,15 @@ def test_sddmm_route_tf32_in_blocks(monkeypatch):
     gs.sddmm(B, X, Y, "dot")
     gs.sddmm(B, X[:, :32].contiguous(), Y[:, :32].contiguous(), "dot", precision="tf32")
     assert not any(k[0] == "dense_flat" for k in B._derived)
-    # bf16 from F = 32 (no tensor-core SDDMM of ours at bf16)
+    # bf16 from F = 64 too (at F = 32 our bf16 tensor-core SDDMM beat the route on the grid)
     X32, Y32 = X[:, :32].contiguous(), Y[:, :32].contiguous()
     E = gs.sddmm(B, X32, Y32, "dot", precision="bf16")
-    assert any(k[0] == "dense_flat" for k in B._derived)
+    assert not any(k[0] == "dense_flat" for k in B._derived)
     want = ref.sddmm(B, X32.cpu().numpy(), Y32.cpu().numpy(), "dot")
+    np.testing.assert_allclose(E.cpu().numpy(), want, rtol=0, atol=3e-2 * np.abs(want).max())
+    E = gs.sddmm(B, X, Y, "dot", precision="bf16")
+    assert any(k[0] == "dense_flat" for k in B._derived)
+    want = ref.sddmm(B, X.cpu().numpy(), Y.cpu().numpy(), "dot")
     np.testing.assert_allclose(E.cpu().numpy(), want, rtol=0, atol=3e-2 * np.abs(want).max())
 
 

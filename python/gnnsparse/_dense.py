@@ -11,7 +11,7 @@ the policy below says it wins:
   SpMM  (sum, mean): Y = D @ X, D the dense copy of A (M x K), made once and kept on the CSR (as
         its device views are: rebuilt after a change of the values, see gnnsparse._csr); mean then
         scales each row by 1 / deg (empty rows give 0, as the kernels do).
-  SDDMM (dot, one head, precision tf32 from F = 64 / bf16 from F = 32 only): E[k] = (X @ Y^T)[i, j] for the stored
+  SDDMM (dot, one head, precision tf32 / bf16 from F = 64 only): E[k] = (X @ Y^T)[i, j] for the stored
         entries, in row blocks of at most `max_bytes()` of GEMM output, gathered through the entries'
         flat positions (kept on the CSR with the structure). At fp32 our tensor-core SDDMM stays.
 
@@ -62,11 +62,16 @@ MIN_WIDTH = 16  # narrower: the GEMM reads the whole dense copy for little work 
 # route"): fp32 N = 32 even at d = 0.2, N = 128 the kernels 13 % faster at d = 0.1; tf32 / bf16
 # the GEMM 1.3x / 2.6x faster at d = 0.1, N = 32.
 class _Policy(dict):
-    """precision -> (crossover at N <= 32, at N >= 128), and the least M K for the route."""
+    """precision -> (crossover at N <= 32, at N >= 128), and the least M K for the route (per
+    precision where `least` names one)."""
 
-    def __init__(self, table, min_elements: int):
+    def __init__(self, table, min_elements: int, least=None):
         super().__init__(table)
         self.min_elements = min_elements
+        self.least = dict(least or {})
+
+    def min_for(self, precision: str) -> int:
+        return self.least.get(precision, self.min_elements)
 
 
 # at least this many dense elements (M K): below, the call is host-bound either way (~40-60 us on
@@ -74,10 +79,13 @@ class _Policy(dict):
 SPMM_CROSSOVER = _Policy({"fp32": (0.18, 0.12), "tf32": (0.075, 0.025), "bf16": (0.04, 0.015)}, 1 << 22)
 # SDDMM: the GEMM writes all M K scores and the gather reads them back, against our tensor-core
 # SDDMM (cuda/sddmm_tc.cu, fp32 / tf32), which computes all scores without that round trip: an
-# exact-fp32 GEMM does not beat it on the grid, a TF32 GEMM does from F = 64 on; bf16 has no
-# tensor-core SDDMM of ours (its row kernels took 0.5-3.5 ms at F = 32 where the GEMM takes 0.06-0.3).
-SDDMM_CROSSOVER = _Policy({"tf32": (0.05, 0.05), "bf16": (0.03, 0.03)}, 1 << 24)
-SDDMM_MIN_WIDTH = {"tf32": 64, "bf16": 32}
+# exact-fp32 GEMM does not beat it on the grid, a TF32 GEMM does from F = 64 on. bf16 (our
+# tensor-core SDDMM at bf16 since 2026-12-06): on the 72-cell grid (H100, 2026-12-07, bench/grid_dense.py
+# --ops sddmm --precisions bf16) the route ran at 0.49-1.30x our kernels' speed at F = 32 (slower
+# in 11 of its 21 cells), at F = 128 below 2^25 elements 0.75-1.19x (slower in 5 of 6), and from
+# 2^25 on 1.12-2.38x (faster in all 15): so bf16 from F = 64 and 2^25 elements.
+SDDMM_CROSSOVER = _Policy({"tf32": (0.05, 0.05), "bf16": (0.03, 0.03)}, 1 << 24, least={"bf16": 1 << 25})
+SDDMM_MIN_WIDTH = {"tf32": 64, "bf16": 64}
 
 
 def mode() -> str:
@@ -108,7 +116,7 @@ def crossover(table, precision: str, N: int) -> float:
 
 def prefer(table, precision: str, M: int, K: int, nnz: int, N: int) -> bool:
     """The policy alone (no eligibility checks): whether the dense GEMM is expected to win."""
-    if M * K < table.min_elements:
+    if M * K < table.min_for(precision):
         return False
     return nnz >= crossover(table, precision, N) * M * K
 
