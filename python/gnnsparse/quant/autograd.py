@@ -594,13 +594,18 @@ def relu_dropout(h: torch.Tensor, p: float, training: bool = True) -> torch.Tens
     the dropout mask together: 1 byte per element) instead of relu's float32 output and dropout's
     mask. The mask is drawn by torch's generator (bernoulli), as F.dropout's, but not the same
     draws. Outside training (or p = 0) it is F.relu."""
+    return _act_dropout(h, p, training, torch.relu, _ReluDropout)
+
+
+def _act_dropout(h, p, training, act, fused):
+    """dropout(act(h)) by the Function `fused` when it trains with gradients, else by torch."""
     p = float(p)
     if not 0.0 <= p < 1.0:
         raise ValueError(f"dropout probability must be in [0, 1), got {p}")
     if not training or p == 0.0 or not (torch.is_grad_enabled() and h.requires_grad):
-        out = torch.relu(h)
+        out = act(h)
         return F.dropout(out, p, training) if training and p > 0 else out
-    return _ReluDropout.apply(h, p)
+    return fused.apply(h, p)
 
 
 _ACT_CHUNK = 1 << 16  # rows per block of elu_dropout's backward (its temporaries: two blocks)
@@ -638,10 +643,4 @@ def elu_dropout(h: torch.Tensor, p: float, training: bool = True) -> torch.Tenso
     dropout's own kernel (torch.ops.aten.native_dropout, the draws of F.dropout: the same bits);
     backward: elu's derivative recovered from the output (out / scale, within one rounding of
     elu's output), in row blocks. Outside training (or p = 0) it is F.elu."""
-    p = float(p)
-    if not 0.0 <= p < 1.0:
-        raise ValueError(f"dropout probability must be in [0, 1), got {p}")
-    if not training or p == 0.0 or not (torch.is_grad_enabled() and h.requires_grad):
-        out = F.elu(h)
-        return F.dropout(out, p, training) if training and p > 0 else out
-    return _EluDropout.apply(h, p)
+    return _act_dropout(h, p, training, F.elu, _EluDropout)
