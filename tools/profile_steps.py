@@ -23,6 +23,9 @@
     python tools/profile_steps.py route    # the dense-ish route (gs.spmm on the grid's largest cells,
                                            # fp32 / tf32 / bf16) against the dense GEMM it calls, per
                                            # call: ms, then the profile's kernels and host-side ops
+    python tools/profile_steps.py held     # `gnnsparse train`'s model (--model gat|gcn), float32 and
+                                           # int8: what is alive when the backward starts, by tensor
+                                           # and the function that saved it, scaled to products (CPU too)
     python tools/profile_steps.py rss      # `train --model gcn --quant 8 --compare fp32` on a products-
                                            # like graph of --nodes nodes on the CPU: each run's peak RSS
                                            # (Linux; the peak is reset before each run)
@@ -325,6 +328,82 @@ def _saved_per_node(n=20_000, seed=0):
     return out, n, nd.num_edges
 
 
+def held(kind="gat", n=20_000, seed=0):
+    """What is alive when a training step's backward starts, by tensor, for `gnnsparse train`'s
+    model (float32 and int8) on a generated graph of products' degree and widths (runs on the CPU):
+    the storages a forward saves for the backward (saved_tensors_hooks, with the gnnsparse function
+    that saved each) and every other live storage (gc: data, parameters, the graph's structures),
+    each scaled to products by its rows (node-sized x n_products / n, edge-sized x nnz_products /
+    nnz; the rest unscaled). The backward's own transients are not here (see `memory`)."""
+    import gc
+    import traceback
+    import warnings
+
+    from gnnsparse.train import data as tdata
+    from gnnsparse.train.loop import fresh_graph, prepare
+    from gnnsparse.train.models import Net
+
+    P = PRODUCTS
+    nd = tdata.synthetic(n, int(P["nnz"] / P["n"] * n / 2), P["F"], P["C"], seed=seed)
+    t = prepare(nd, torch.device("cuda" if torch.cuda.is_available() else "cpu"), kind, edge_index=False)
+    x, nnz = t["x"], t["csr"].nnz
+    gib = 2**30
+
+    def scale(rows):  # node-sized, edge-sized, edge-sized with a self loop per node (GCN's A_norm)
+        return {n: P["n"] / n, nnz: P["nnz"] / nnz, nnz + n: (P["nnz"] + P["n"]) / (nnz + n)}.get(rows, 1.0)
+
+    def origin():
+        for f in reversed(traceback.extract_stack()[:-2]):
+            if "gnnsparse" in f.filename and "profile_steps" not in f.filename:
+                return f"{os.path.basename(f.filename)}:{f.name}"
+        return "torch"
+
+    for quant in (None, 8):
+        A = fresh_graph(t)["csr"]  # as `train` does: each run derives its own structures
+        torch.manual_seed(0)
+        net = Net(kind, "gnnsparse", P["F"], P["H"], P["C"], quant=quant).to(x.device)
+        net.train()
+        saved = {}
+
+        def pack(tt):
+            st = tt.untyped_storage()
+            saved.setdefault(st.data_ptr(), (str(tt.dtype)[6:], st.nbytes(), tt.shape[0] if tt.dim() else 0, origin()))
+            return tt
+
+        for _ in range(2):  # the second step: delayed scales in use, structures built and cached
+            saved.clear()
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda tt: tt):
+                out = net(x, A)
+            loss = out.sum()
+            del out
+            live = {}
+            with warnings.catch_warnings():  # isinstance on some of gc's objects warns (deprecated names)
+                warnings.simplefilter("ignore")
+                tensors = [o for o in gc.get_objects() if isinstance(o, torch.Tensor)]
+            for o in tensors:
+                if not o.is_meta and o.device == x.device:
+                    st = o.untyped_storage()
+                    if st.data_ptr() not in saved and st.nbytes():
+                        live.setdefault(st.data_ptr(), (str(o.dtype)[6:], st.nbytes(), o.shape[0] if o.dim() else 0))
+            del tensors
+            loss.backward()
+            net.zero_grad(set_to_none=True)
+        rows = [("saved", dt, r, org, b * scale(r)) for dt, b, r, org in saved.values()]
+        rows += [("alive", dt, r, "", b * scale(r)) for dt, b, r in live.values()]
+        total = sum(r[-1] for r in rows)
+        print(f"\n===== {kind} {'float32' if quant is None else f'int{quant}'}: {total / gib:.2f} GiB alive when the "
+              f"backward starts, scaled to products ({n:,} nodes, {nnz:,} entries here)")
+        groups = {}
+        for what, dt, r, org, b in rows:
+            cls = "node" if r == n else "edge" if r in (nnz, nnz + n) else "other"
+            key = (what, cls, dt, org)
+            c, tot = groups.get(key, (0, 0.0))
+            groups[key] = (c + 1, tot + b)
+        for (what, cls, dt, org), (c, b) in sorted(groups.items(), key=lambda kv: -kv[1][1]):
+            if b >= 2**20:
+                print(f"  {what:5s} {cls:5s}-sized {dt:9s} x{c:<3d} {b / gib:6.2f} GiB  {org}")
+
+
 def model():
     gib = 2**30
     rows = _model_rows(**PRODUCTS)
@@ -441,7 +520,8 @@ def route(reps=50):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("what", choices=("quant", "models", "memory", "transformer", "model", "rss", "epoch", "route"))
+    p.add_argument("what", choices=("quant", "models", "memory", "transformer", "model", "rss", "epoch", "route",
+                                    "held"))
     p.add_argument("--size", choices=("arxiv", "products"), default="arxiv", help="memory, epoch: the graph (default arxiv)")
     p.add_argument("--nodes", type=int, default=300_000, help="rss: nodes of the products-like graph")
     p.add_argument("--runs", default="float32,int8", help="epoch: which runs (float32, int8)")
@@ -455,6 +535,8 @@ def main():
         return model()
     if a.what == "rss":
         return rss(a.nodes)
+    if a.what == "held":
+        return held(a.model or "gat")
     if not torch.cuda.is_available():
         raise SystemExit("needs a CUDA GPU")
     if a.what == "memory":
