@@ -242,6 +242,33 @@ def test_elu_dropout(device, monkeypatch):
         qa.elu_dropout(h, 1.0)
 
 
+def test_elu_dropout_twice_differentiable_and_any_shape(device):
+    """create_graph=True keeps elu's second derivative (as native_dropout(elu(h)) does, with the same
+    mask); 0-d and 3-d inputs work."""
+    h = (torch.randn(40, 6, generator=torch.Generator().manual_seed(3)) * 2).to(device).requires_grad_()
+    v = torch.randn(40, 6, generator=torch.Generator().manual_seed(4)).to(device)
+    got = []
+    for f in (lambda t: qa.elu_dropout(t, 0.3, True),
+              lambda t: torch.ops.aten.native_dropout(torch.nn.functional.elu(t), 0.3, True)[0]):
+        torch.manual_seed(5)
+        y = f(h)
+        (dh,) = torch.autograd.grad(y, h, v, create_graph=True)
+        (d2,) = torch.autograd.grad((dh * v).sum(), h)
+        got.append((y.detach(), dh.detach(), d2))
+    assert torch.equal(got[0][0], got[1][0])
+    assert got[1][2].abs().max() > 0  # elu'' is there to lose
+    for a, b in zip(got[0][1:], got[1][1:]):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    for shape in ((), (3, 4, 5)):
+        x = torch.randn(shape, generator=torch.Generator().manual_seed(6)).to(device).requires_grad_()
+        torch.manual_seed(7)
+        y = qa.elu_dropout(x, 0.5, True)
+        y.sum().backward()
+        keep = y != 0
+        want = torch.where(x.detach() > 0, 1.0, torch.exp(x.detach())) * keep * 2.0
+        torch.testing.assert_close(x.grad, want, rtol=1e-6, atol=1e-7)
+
+
 def test_gat_incoming_gradient_quantized_before_backward(device, monkeypatch):
     """The quantized GAT attention's incoming gradient is quantized by a pre-hook on its autograd
     node, so its backward gets a zero of one element's storage (the float32 gradient is freed
@@ -275,6 +302,41 @@ def test_gat_incoming_gradient_quantized_before_backward(device, monkeypatch):
     assert all(torch.isfinite(t).all() for t in want) and want[1].abs().sum() > 0
     for a, b in zip(got, want):
         assert torch.equal(a, b)
+
+
+def test_gat_incoming_gradient_after_a_failed_backward(device, monkeypatch):
+    """A backward that raises after the pre-hook quantized the incoming gradient leaves nothing
+    behind: a later backward of the same graph (retain_graph) with another gradient uses its own,
+    and gives what a run without the failure gives."""
+    n = 97
+    ei = _graph(n, 900, 14, device, loops=10)
+    x = torch.randn(n, 12, generator=torch.Generator().manual_seed(6)).to(device)
+    load = qa._load_q
+
+    def run(fail):
+        torch.manual_seed(3)
+        layer = qnn.GATConv(12, 4, heads=2, bits=8).to(device)
+        xx = x.clone().requires_grad_()
+        torch.manual_seed(4)
+        y = layer(xx, ei)
+        torch.manual_seed(8)
+        y.sum().backward(retain_graph=True)  # calibrates the delayed scales
+        if fail:
+            def failing(ctx):
+                raise RuntimeError("injected")
+
+            monkeypatch.setattr(qa, "_load_q", failing)
+            with pytest.raises(RuntimeError, match="injected"):
+                (5 * y.sum()).backward(retain_graph=True)
+            monkeypatch.setattr(qa, "_load_q", load)
+        xx.grad = None
+        torch.manual_seed(9)
+        (3 * y.sum()).backward()
+        return xx.grad
+
+    want = run(False)
+    assert want.abs().sum() > 0
+    assert torch.equal(run(True), want)
 
 
 def test_delayed_spmm_calibrates_without_float32_output(device, monkeypatch):

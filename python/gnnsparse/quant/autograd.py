@@ -377,9 +377,9 @@ class _GATAttend(torch.autograd.Function):
         from ..torch import functional as gf
         from ..torch._library import _csr, _spmm
 
-        (qz, qa_dst, qa_src), kept = _load_q(ctx)
-        qd = _incoming(ctx.handle, dout, ctx.bits)  # shared by dalpha and dz
+        qd = _incoming(ctx.handle, dout, ctx.bits)  # shared by dalpha and dz; taken first, whatever raises later
         del dout
+        (qz, qa_dst, qa_src), kept = _load_q(ctx)
         fd, fs = qa_dst.dequantize(), qa_src.dequantize()
         if not kept and (_SOFTMAX_KERNELS == "always" or (_SOFTMAX_KERNELS == "cuda" and fd.is_cuda)):
             dd, ds = _GATAttend._backward_kernels(ctx, qz, qd, fd, fs)
@@ -454,9 +454,9 @@ def _quantize_incoming(handle, bits):
 
     def hook(grad_outputs):
         (d,) = grad_outputs
-        if d is None or handle.qd is not None:
+        if d is None:
             return None
-        handle.qd = _q(d, bits)
+        handle.qd = _q(d, bits)  # overwrites one left by a backward that raised before taking it
         return (d.new_zeros(()).expand_as(d),)
 
     return hook
@@ -608,7 +608,7 @@ def _act_dropout(h, p, training, act, fused):
     return fused.apply(h, p)
 
 
-_ACT_CHUNK = 1 << 16  # rows per block of elu_dropout's backward (its temporaries: two blocks)
+_ACT_CHUNK = 1 << 23  # elements per block of elu_dropout's backward (its temporaries: two blocks, 32 MiB each)
 
 
 class _EluDropout(torch.autograd.Function):
@@ -620,19 +620,20 @@ class _EluDropout(torch.autograd.Function):
         return out
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, g):
         out, keep = ctx.saved_tensors
+        # elu's derivative from its output y = out / scale (1 where y > 0, else y + 1); where dropout
+        # dropped an element, the masked gradient is 0 already
+        if torch.is_grad_enabled():  # create_graph: differentiable ops on the whole tensor (elu'' kept)
+            return torch.ops.aten.elu_backward(_masked_scale(g, keep, ctx.scale), 1.0, 1.0, 1.0, True,
+                                               out / ctx.scale), None
         g = g.contiguous()
         dh = torch.empty_like(g)
-        for r0 in range(0, g.shape[0], _ACT_CHUNK):
-            r = slice(r0, r0 + _ACT_CHUNK)
-            gk = _masked_scale(g[r], keep[r], ctx.scale)
-            # elu's derivative from its output y = out / scale (1 where y > 0, else y + 1); where
-            # dropout dropped an element, gk is 0 already
-            y = out[r].div(ctx.scale)
-            torch.ops.aten.elu_backward.grad_input(gk, 1.0, 1.0, 1.0, True, y, grad_input=dh[r])
-            del gk, y
+        flat = [t.reshape(-1) for t in (g, keep, out, dh)]  # blocks of elements: any shape, 0-d too
+        for k0 in range(0, g.numel(), _ACT_CHUNK):
+            gc, kc, oc, dc = (t[k0:k0 + _ACT_CHUNK] for t in flat)
+            torch.ops.aten.elu_backward.grad_input(_masked_scale(gc, kc, ctx.scale), 1.0, 1.0, 1.0, True,
+                                                   oc.div(ctx.scale), grad_input=dc)
         return dh, None
 
 
@@ -642,5 +643,7 @@ def elu_dropout(h: torch.Tensor, p: float, training: bool = True) -> torch.Tenso
     (N, C) float32 tensor less through the backward of the layers beneath. Forward: F.elu then
     dropout's own kernel (torch.ops.aten.native_dropout, the draws of F.dropout: the same bits);
     backward: elu's derivative recovered from the output (out / scale, within one rounding of
-    elu's output), in row blocks. Outside training (or p = 0) it is F.elu."""
+    elu's output), in blocks of elements; twice differentiable (create_graph: the whole tensor at
+    once). The output must not be changed in place before the backward (autograd raises). Outside
+    training (or p = 0) it is F.elu."""
     return _act_dropout(h, p, training, F.elu, _EluDropout)
