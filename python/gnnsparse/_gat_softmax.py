@@ -63,7 +63,9 @@ def _index(name, x, n=None, dtype=None):
     return x
 
 
-def _dense(name, x, rows=None, H=None):
+def _dense(name, x, rows=None, H=None, contiguous=True):
+    """An (rows, H) float32 tensor; contiguous=False: any view with unit stride along the heads and
+    rows at least H apart (gat_softmax_stats' m and inv)."""
     _tensor(name, x)
     if x.dtype != torch.float32:
         raise ValueError(f"gat_softmax: {name} must be float32, got {x.dtype}")
@@ -72,19 +74,10 @@ def _dense(name, x, rows=None, H=None):
     if (rows is not None and x.shape[0] != rows) or (H is not None and x.shape[1] != H):
         want = (rows if rows is not None else x.shape[0], H if H is not None else x.shape[1])
         raise ValueError(f"gat_softmax: {name} must have shape {want}, got {tuple(x.shape)}")
-    if not x.is_contiguous():
+    if contiguous and not x.is_contiguous():
         raise ValueError(f"gat_softmax: {name} must be contiguous")
-    return x
-
-
-def _rowwise(name, x, rows, H):
-    """An (rows, H) float32 view with unit stride along the heads (any row stride >= H)."""
-    _tensor(name, x)
-    if x.dtype != torch.float32:
-        raise ValueError(f"gat_softmax: {name} must be float32, got {x.dtype}")
-    if x.dim() != 2 or x.shape[0] != rows or x.shape[1] != H:
-        raise ValueError(f"gat_softmax: {name} must have shape {(rows, H)}, got {tuple(x.shape)}")
-    if (H > 1 and x.stride(1) != 1) or (rows > 1 and x.stride(0) < H):
+    rows, H = x.shape
+    if not contiguous and ((H > 1 and x.stride(1) != 1) or (rows > 1 and x.stride(0) < H)):
         raise ValueError(f"gat_softmax: {name} must have unit stride along the heads and rows at least H apart "
                          f"(strides {tuple(x.stride())})")
     return x
@@ -171,8 +164,8 @@ def gat_softmax_weights_t(t_rowptr: torch.Tensor, t_col: torch.Tensor, fd: torch
     K = fs.shape[0]
     _index("t_rowptr", t_rowptr, K + 1)
     _index("t_col", t_col, dtype=t_rowptr.dtype)
-    _rowwise("m", m, M, H)
-    _rowwise("inv", inv, M, H)
+    _dense("m", m, M, H, contiguous=False)
+    _dense("inv", inv, M, H, contiguous=False)
     nnz = t_col.shape[0]
     dev = _same_device(t_rowptr=t_rowptr, t_col=t_col, fd=fd, fs=fs, m=m, inv=inv)
     slope = float(slope)
@@ -193,8 +186,8 @@ def gat_softmax_grad_(rowptr: torch.Tensor, col: torch.Tensor, fd: torch.Tensor,
     leaky_relu's slope (1 where e > 0, else `slope`), p = alpha t, r = p's row sums. Returns t.
     (m, inv) from gat_softmax_stats; `long_rows`: see gat_long_rows (CUDA only)."""
     M, K, nnz, H = _check_rows(rowptr, col, fd, fs, long_rows)
-    _rowwise("m", m, M, H)
-    _rowwise("inv", inv, M, H)
+    _dense("m", m, M, H, contiguous=False)
+    _dense("inv", inv, M, H, contiguous=False)
     _dense("t", t, nnz, H)
     dev = _same_device(rowptr=rowptr, col=col, fd=fd, fs=fs, m=m, inv=inv, t=t, long_rows=long_rows)
     slope = float(slope)
@@ -229,8 +222,7 @@ def _row_sums(x: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
 
 def _rows_of(rowptr: torch.Tensor, nnz: int) -> torch.Tensor:
     """The row of every entry (int64, nnz)."""
-    deg = (rowptr[1:] - rowptr[:-1]).long()
-    return torch.repeat_interleave(torch.arange(deg.shape[0], device=rowptr.device), deg, output_size=nnz)
+    return torch.repeat_interleave(rowptr.long().diff(), output_size=nnz)
 
 
 _CHECKED = []

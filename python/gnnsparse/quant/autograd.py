@@ -374,55 +374,59 @@ class _GATAttend(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dout):
-        from ..torch import functional as gf
-        from ..torch._library import _csr, _spmm
-
         qd = _incoming(ctx.handle, dout, ctx.bits)  # shared by dalpha and dz; taken first, whatever raises later
         del dout
         (qz, qa_dst, qa_src), kept = _load_q(ctx)
         fd, fs = qa_dst.dequantize(), qa_src.dequantize()
-        if not kept and (_SOFTMAX_KERNELS == "always" or (_SOFTMAX_KERNELS == "cuda" and fd.is_cuda)):
-            dd, ds = _GATAttend._backward_kernels(ctx, qz, qd, fd, fs)
-            return (dd, ds, qz.data.new_zeros(0, dtype=torch.float32)) + (None,) * 9
+        kernels = not kept and (_SOFTMAX_KERNELS == "always" or (_SOFTMAX_KERNELS == "cuda" and fd.is_cuda))
+        # dz into the handle, and dS (nnz, H), None when neither logit needs a gradient
+        t = (_GATAttend._score_grad_kernels if kernels else _GATAttend._score_grad_generic)(ctx, qz, qd, fd, fs, kept)
+        dd = ds = None
+        if t is not None:
+            qe = _q(t, ctx.logit_bits)  # shared by both endpoints
+            del t
+            dd = incidence_spmm(ctx.A, qe, "sum", "dst") if ctx.needs_input_grad[0] else None
+            ds = incidence_spmm(ctx.A, qe, "sum", "src") if ctx.needs_input_grad[1] else None
+        return (dd, ds, qz.data.new_zeros(0, dtype=torch.float32)) + (None,) * 9
+
+    @staticmethod
+    def _score_grad_generic(ctx, qz, qd, fd, fs, kept):
+        """alpha recomputed by FusedMM (or the forward's, kept), dz, then dS by torch ops in edge chunks."""
+        from ..torch._library import _csr, _spmm
+
         g, A, slope = ctx.g, ctx.A, ctx.slope
         alpha = kept[0].clone() if kept else _gat_weights(g, fd, fs, slope)  # a copy: changed in place below
         aT = _take_rows(alpha, ctx.perm).contiguous()
         ctx.handle.dz = qspmm(ctx.AT, qd, "sum", weights=aT, out=ctx.scales.get("dz", ctx.bits), seed=next_seed())
         del aT
-        dd = ds = None
-        if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
-            t = qsddmm(A, qd, qz, "dot").mul_(alpha)  # P * dP
-            r = _spmm(_csr(g.rowptr, g.eid, None, t.shape[0]), t, "sum")
-            # dS = P * (dP - rowsum(P * dP)) = t - alpha * r[row], times leaky_relu's slope (1 or
-            # `slope`, from the sign of the logit fd[row] + fs[col], the float SDDMM add's value), in
-            # edge chunks: the same float32 operations per element, no (nnz, H) temporary
-            nnz = t.shape[0]
-            for k0 in range(0, nnz, _EDGE_CHUNK):
-                k1 = min(k0 + _EDGE_CHUNK, nnz)
-                rows = g.rows[k0:k1]
-                tc = t[k0:k1]
-                tc.sub_(alpha[k0:k1].mul_(_take_rows(r, rows)))
-                e = _take_rows(fd, rows).add_(_take_rows(fs, g.col[k0:k1]))
-                tc.mul_(e.gt_(0).mul_(1 - slope).add_(slope))
-                del e, tc
-            del alpha, r
-            qe = _q(t, ctx.logit_bits)  # shared by both endpoints
-            del t
-            dd = incidence_spmm(A, qe, "sum", "dst") if ctx.needs_input_grad[0] else None
-            ds = incidence_spmm(A, qe, "sum", "src") if ctx.needs_input_grad[1] else None
-        return dd, ds, qz.data.new_zeros(0, dtype=torch.float32), None, None, None, None, None, None, None, None, None
-
+        if not (ctx.needs_input_grad[0] or ctx.needs_input_grad[1]):
+            return None
+        t = qsddmm(A, qd, qz, "dot").mul_(alpha)  # P * dP
+        r = _spmm(_csr(g.rowptr, g.eid, None, t.shape[0]), t, "sum")
+        # dS = P * (dP - rowsum(P * dP)) = t - alpha * r[row], times leaky_relu's slope (1 or
+        # `slope`, from the sign of the logit fd[row] + fs[col], the float SDDMM add's value), in
+        # edge chunks: the same float32 operations per element, no (nnz, H) temporary
+        nnz = t.shape[0]
+        for k0 in range(0, nnz, _EDGE_CHUNK):
+            k1 = min(k0 + _EDGE_CHUNK, nnz)
+            rows = g.rows[k0:k1]
+            tc = t[k0:k1]
+            tc.sub_(alpha[k0:k1].mul_(_take_rows(r, rows)))
+            e = _take_rows(fd, rows).add_(_take_rows(fs, g.col[k0:k1]))
+            tc.mul_(e.gt_(0).mul_(1 - slope).add_(slope))
+            del e, tc
+        return t
 
     @staticmethod
-    def _backward_kernels(ctx, qz, qd, fd, fs):
-        """The backward without a whole alpha (gnnsparse._gat_softmax's kernels): each row's softmax
+    def _score_grad_kernels(ctx, qz, qd, fd, fs, kept=None):
+        """The same without a whole alpha (gnnsparse._gat_softmax's kernels): each row's softmax
         statistics (max logit, 1 / sum exp), the dz SpMM's weights written in A^T's order from them,
-        then the score gradient dS in the storage of d(alpha) = q(dout) . q(z): one (nnz, H) float32
-        tensor alive at a time instead of alpha beside it (1.8 GiB each on a products-sized graph)."""
+        then dS in the storage of d(alpha) = q(dout) . q(z): one (nnz, H) float32 tensor alive at a
+        time instead of alpha beside it (1.8 GiB each on a products-sized graph)."""
         from .. import _gat_softmax as K
         from ..torch import nn as tnn
 
-        g, A, slope = ctx.g, ctx.A, ctx.slope
+        g, slope = ctx.g, ctx.slope
         # the rows a block walks (>= K.LONG_ROW entries), found once per graph
         lr = tnn._derived(g, ("gat_long_rows",), lambda b: K.gat_long_rows(b.rowptr, b.col.shape[0]))
         m, inv = K.gat_softmax_stats(g.rowptr, g.col, fd, fs, slope, long_rows=lr)
@@ -430,13 +434,8 @@ class _GATAttend(torch.autograd.Function):
         ctx.handle.dz = qspmm(ctx.AT, qd, "sum", weights=aT, out=ctx.scales.get("dz", ctx.bits), seed=next_seed())
         del aT
         if not (ctx.needs_input_grad[0] or ctx.needs_input_grad[1]):
-            return None, None
-        t = K.gat_softmax_grad_(g.rowptr, g.col, fd, fs, m, inv, slope, qsddmm(A, qd, qz, "dot"), long_rows=lr)
-        qe = _q(t, ctx.logit_bits)  # shared by both endpoints
-        del t
-        dd = incidence_spmm(A, qe, "sum", "dst") if ctx.needs_input_grad[0] else None
-        ds = incidence_spmm(A, qe, "sum", "src") if ctx.needs_input_grad[1] else None
-        return dd, ds
+            return None
+        return K.gat_softmax_grad_(g.rowptr, g.col, fd, fs, m, inv, slope, qsddmm(ctx.A, qd, qz, "dot"), long_rows=lr)
 
 
 # where the quantized GAT's attention backward runs gnnsparse._gat_softmax's kernels: "cuda" (on
