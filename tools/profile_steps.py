@@ -26,6 +26,10 @@
     python tools/profile_steps.py held     # `gnnsparse train`'s model (--model gat|gcn), float32 and
                                            # int8: what is alive when the backward starts, by tensor
                                            # and the function that saved it, scaled to products (CPU too)
+    python tools/profile_steps.py peak --size products  # `gnnsparse train`'s model (--model gat|gcn),
+                                           # float32 and int8: what is alive at the highest point
+                                           # of one training step, by the line that allocated it
+                                           # (torch.cuda.memory's history, replayed)
     python tools/profile_steps.py rss      # `train --model gcn --quant 8 --compare fp32` on a products-
                                            # like graph of --nodes nodes on the CPU: each run's peak RSS
                                            # (Linux; the peak is reset before each run)
@@ -515,13 +519,90 @@ def route(reps=50):
             print(_table(gemm, "self_cuda_time_total", 8))
             A.invalidate()
     pol = _dense.SPMM_CROSSOVER
-    print(f"(the route's SpMM policy: {dict(pol)}, from {pol.min_elements} elements)")
+    print(f"(the route's SpMM policy: {dict(pol)}, from {pol.min_elements} elements and nnz x N >= {pol.min_work:g})")
+
+
+def _frame(frames, depth=2):
+    """The innermost `depth` gnnsparse frames of an allocation (file:line function, innermost first),
+    else the innermost frame."""
+    mine = [f"{os.path.basename(f.get('filename', ''))}:{f.get('line')} {f.get('name')}" for f in frames
+            if "gnnsparse" in f.get("filename", "") and "profile_steps" not in f.get("filename", "")]
+    if mine:
+        return " < ".join(mine[:depth])
+    return f"{os.path.basename(frames[0].get('filename', '?'))}:{frames[0].get('line')}" if frames else "?"
+
+
+def peak(size="products", model="gat", top=16):
+    """What is alive at the peak of one training step (the second: structures built, delayed scales
+    in use), float32 and int8: torch.cuda.memory's allocation history replayed to its highest point,
+    the live blocks grouped by the gnnsparse line that allocated them, and the line whose allocation
+    reached the peak."""
+    import gc
+
+    from gnnsparse.train import data as tdata
+    from gnnsparse.train.loop import fresh_graph, initial_state, prepare
+
+    dev = torch.device("cuda")
+    nd = tdata.products_like(0, dev) if size == "products" else tdata.arxiv_like(0)
+    t0 = prepare(nd, dev, model, edge_index=False)
+    init = initial_state(model, t0, 128, 4, 0, 0.5, None)
+    mib = 2**20
+    for quant in (None, 8):
+        t = fresh_graph(t0)
+        net, opt = _train_net(model, t, init, quant)
+        x, y, tr = t["x"], t["y"], t["train"]
+
+        def step():
+            net.train()
+            opt.zero_grad(set_to_none=True)
+            out = net(x, t["csr"])
+            loss = F.cross_entropy(out.index_select(0, tr), y.index_select(0, tr))
+            del out
+            loss.backward()
+            del loss
+            opt.step()
+
+        step()
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        torch.cuda.memory._record_memory_history(max_entries=1_000_000, stacks="python")
+        live = {}  # what is allocated before the recorded step: one group
+        base = torch.cuda.memory_allocated()
+        step()
+        torch.cuda.synchronize()
+        snap = torch.cuda.memory._snapshot()
+        torch.cuda.memory._record_memory_history(enabled=None)
+        events = snap["device_traces"][torch.cuda.current_device()]
+        cur, best, at, best_live = base, base, "(before the step)", None
+        for ev in events:
+            a = ev["action"]
+            if a == "alloc":
+                live[ev["addr"]] = (ev["size"], _frame(ev.get("frames", [])))
+                cur += ev["size"]
+                if cur > best:
+                    best, at, best_live = cur, live[ev["addr"]][1], dict(live)
+            elif a == "free_completed" and ev["addr"] in live:
+                cur -= live.pop(ev["addr"])[0]
+        peak_alloc = torch.cuda.max_memory_allocated()
+        print(f"\n===== {model} {'int8' if quant else 'float32'} on {size}: replayed peak {best / mib:,.0f} MiB "
+              f"(torch's peak counter {peak_alloc / mib:,.0f}); {base / mib:,.0f} MiB allocated before the step "
+              f"(data, model, graph, optimizer state, saved scales)")
+        print(f"  reached by an allocation at {at}")
+        groups = {}
+        for size_b, fr in (best_live or {}).values():
+            c, b = groups.get(fr, (0, 0))
+            groups[fr] = (c + 1, b + size_b)
+        for fr, (c, b) in sorted(groups.items(), key=lambda kv: -kv[1][1])[:top]:
+            print(f"  {b / mib:9,.0f} MiB  x{c:<3d} {fr}")
+        del net, opt, t, snap, events, live, best_live
+        gc.collect()
+        torch.cuda.empty_cache()
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("what", choices=("quant", "models", "memory", "transformer", "model", "rss", "epoch", "route",
-                                    "held"))
+                                    "held", "peak"))
     p.add_argument("--size", choices=("arxiv", "products"), default="arxiv", help="memory, epoch: the graph (default arxiv)")
     p.add_argument("--nodes", type=int, default=300_000, help="rss: nodes of the products-like graph")
     p.add_argument("--runs", default="float32,int8", help="epoch: which runs (float32, int8)")
@@ -541,6 +622,8 @@ def main():
         raise SystemExit("needs a CUDA GPU")
     if a.what == "memory":
         return memory(size=a.size, models=(a.model,) if a.model else None)
+    if a.what == "peak":
+        return peak(size=a.size, model=a.model or "gat")
     if a.what == "epoch":
         return epoch(size=a.size, model=a.model or "gcn", reps=a.reps, runs=tuple(a.runs.split(",")), variants=tuple(a.variant or ("",)))
     {"quant": quant, "models": models, "transformer": transformer, "route": route}[a.what]()

@@ -6,7 +6,8 @@ a dense GEMM does 3-10x more arithmetic than a sparse kernel but at a rate far a
 kernel: on the H200 (docs/grid.md, 2026-12-06) dense cuBLAS SGEMM beat our kernels from about 18 %
 density at N = 32 and 12 % at N = 128, TF32 GEMMs from 2.5-7.5 % and bf16 GEMMs from 1.5-4 %. So for torch
 tensors on a CUDA device, `gs.spmm` and `gs.sddmm` (and the torch layer's ops) take this route when
-the policy below says it wins:
+the policy below says it wins (density above a crossover by precision and width; for SpMM also
+nnz x N >= 4e8, since a routed call costs ~125-170 us whatever its size):
 
   SpMM  (sum, mean): Y = D @ X, D the dense copy of A (M x K), made once and kept on the CSR (as
         its device views are: rebuilt after a change of the values, see gnnsparse._csr); mean then
@@ -65,10 +66,11 @@ class _Policy(dict):
     """precision -> (crossover at N <= 32, at N >= 128), and the least M K for the route (per
     precision where `least` names one)."""
 
-    def __init__(self, table, min_elements: int, least=None):
+    def __init__(self, table, min_elements: int, least=None, min_work: float = 0.0):
         super().__init__(table)
         self.min_elements = min_elements
         self.least = dict(least or {})
+        self.min_work = min_work
 
     def min_for(self, precision: str) -> int:
         return self.least.get(precision, self.min_elements)
@@ -76,7 +78,14 @@ class _Policy(dict):
 
 # at least this many dense elements (M K): below, the call is host-bound either way (~40-60 us on
 # the grid's smallest cells) and the route's host work does not pay; the SDDMM's gather too
-SPMM_CROSSOVER = _Policy({"fp32": (0.18, 0.12), "tf32": (0.075, 0.025), "bf16": (0.04, 0.015)}, 1 << 22)
+# and at least nnz x N >= 4e8 gathered elements (about 165 us of our kernels on the grid): a routed
+# SpMM is synchronous (X's finiteness flag is read back, see spmm below) and costs ~125-170 us per
+# call whatever the cell, so it wins only where the kernels take longer than that. On the 72-cell
+# grid (H100, 2026-12-07, bench/grid_dense.py, all precisions; the rule was read off that run) it
+# names the faster method in 155 of the 160 cells the density rule alone routed (the 5 others are
+# within 1-36 %).
+SPMM_CROSSOVER = _Policy({"fp32": (0.18, 0.12), "tf32": (0.075, 0.025), "bf16": (0.04, 0.015)}, 1 << 22,
+                         min_work=4e8)
 # SDDMM: the GEMM writes all M K scores and the gather reads them back, against our tensor-core
 # SDDMM (cuda/sddmm_tc.cu, fp32 / tf32), which computes all scores without that round trip: an
 # exact-fp32 GEMM does not beat it on the grid, a TF32 GEMM does from F = 64 on. bf16 (our
@@ -116,7 +125,7 @@ def crossover(table, precision: str, N: int) -> float:
 
 def prefer(table, precision: str, M: int, K: int, nnz: int, N: int) -> bool:
     """The policy alone (no eligibility checks): whether the dense GEMM is expected to win."""
-    if M * K < table.min_for(precision):
+    if M * K < table.min_for(precision) or nnz * N < table.min_work:
         return False
     return nnz >= crossover(table, precision, N) * M * K
 
