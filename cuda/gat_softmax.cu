@@ -25,7 +25,8 @@
 // combine launch (STATS) or by each segment's block before it writes its entries (GRAD). So a hub
 // of millions of entries spreads over the GPU (a 2M-entry row added 0.1 ms to STATS, where one
 // block per row would take it alone for milliseconds). The segments of the long-row list are
-// counted on the device by one block (a prefix over the list: no host synchronization).
+// counted on the device by CUB's scan (no host synchronization; a single block did it in 0.41 ms
+// for a padded list of 119k entries, twice per training step: H100, 2026-12-07, ncu).
 // GRAD reads a row twice (the sum r, then the writes: the second pass mostly hits L1 / L2) and
 // overwrites t in place: each element is read and written by the one lane that owns it.
 //
@@ -35,8 +36,15 @@
 // need no list; the stores are consecutive. Its cost is the random gathers of row i's fd, m and
 // inv: gat_softmax_stats' m and inv are the halves of one (M, 2, H) buffer (ld_m = ld_inv = 2H),
 // so a row's pair is one segment (with the t_col loads issued ahead of the row walk: 9.4 -> 6.5 ms
-// for 121M entries, H = 4, H100; 2.5 ms at H = 1, where the tables fit in L2).
+// for 121M entries, H = 4, H100; 2.5 ms at H = 1, where the tables fit in L2). Still 5.6 ms at
+// H = 4 (ncu, 2026-12-07: 2.15 TB/s, two 32-byte sectors gathered per entry), so the LSE form:
+// the caller packs (fd, lse) per row, lse = m + log(sum), and alpha = exp(l - lse) -- one sector
+// per entry at H = 4.
 #include <cmath>
+
+#include <cub/device/device_scan.cuh>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/transform_iterator.h>
 
 #include "common.cuh"
 #include "dispatch.cuh"
@@ -50,7 +58,6 @@ struct GatSoftmaxTuning {
   static constexpr int kUnroll = 4;       // steps whose loads a lane has in flight together
   static constexpr int kRowMinBlocks = 3; // rows kernel: 48 warps per SM (latency-bound: rows in flight)
   static constexpr int kRunSteps = 64;    // WEIGHTS_T: steps of 32 / HP entries per warp run (one binary search)
-  static constexpr int kScanThreads = 512;
   static constexpr int kCombineThreads = 128;
 };
 
@@ -68,6 +75,7 @@ struct GatParams {
   float* ws;   // long-row segments' partial states: seg x H (m, then s) floats, or seg x H sums
   int64_t M;   // rows of the structure walked (WEIGHTS_T: the transpose's)
   int64_t nnz, H, n_long, nseg, ld_m, ld_inv;
+  int64_t ld_fd;  // WEIGHTS_T: fd's row stride (the others read fd at stride H)
   float slope;
   int lh;      // log2(HP)
 };
@@ -243,41 +251,35 @@ __device__ __forceinline__ bool gat_segment(const GatParams<I>& p, int64_t b, in
 }
 
 // Segments of the long-row list: seg_first[q] = segments of entries 0 .. q - 1, an entry of a row
-// of deg >= kGatLongRow entries owning ceil(deg / kGatSegment) (padding, short rows: none). One
-// block: each thread counts a contiguous part, a sequential prefix over the parts.
+// of deg >= kGatLongRow entries owning ceil(deg / kGatSegment) (padding, short rows: none). Counted
+// per entry and summed by CUB's device-wide exclusive scan (integers: the same result every run).
 template <class I>
-__global__ void __launch_bounds__(GatSoftmaxTuning::kScanThreads)
-gat_segments_kernel(const I* __restrict__ rowptr, int64_t M, const I* __restrict__ long_rows, int64_t n_long,
-                    int64_t* __restrict__ seg_first) {
-  constexpr int B = GatSoftmaxTuning::kScanThreads;
-  __shared__ int64_t part[B];
-  const int tid = threadIdx.x;
-  const int64_t per = (n_long + B - 1) / B, q0 = min(n_long, tid * per), q1 = min(n_long, q0 + per);
-  auto count = [&](int64_t q) -> int64_t {
+struct GatSegmentCount {
+  const I* rowptr;
+  const I* long_rows;
+  int64_t M, n_long;
+  __device__ __forceinline__ int64_t operator()(int64_t q) const {
+    if (q >= n_long) return 0;  // seg_first[n_long]: the total
     const int64_t i = static_cast<int64_t>(__ldg(long_rows + q));
     if (i < 0 || i >= M) return 0;
     const int64_t deg = static_cast<int64_t>(__ldg(rowptr + i + 1)) - static_cast<int64_t>(__ldg(rowptr + i));
     return deg >= kGatLongRow ? (deg + kGatSegment - 1) / kGatSegment : 0;
-  };
-  int64_t n = 0;
-  for (int64_t q = q0; q < q1; ++q) n += count(q);
-  part[tid] = n;
-  __syncthreads();
-  if (tid == 0) {
-    int64_t acc = 0;
-    for (int t = 0; t < B; ++t) {
-      const int64_t v = part[t];
-      part[t] = acc;
-      acc += v;
-    }
   }
-  __syncthreads();
-  int64_t acc = part[tid];
-  for (int64_t q = q0; q < q1; ++q) {
-    seg_first[q] = acc;
-    acc += count(q);
-  }
-  if (tid == B - 1) seg_first[n_long] = acc;
+};
+
+template <class I>
+auto gat_segment_counts(const I* rowptr, int64_t M, const I* long_rows, int64_t n_long) {
+  return thrust::make_transform_iterator(thrust::counting_iterator<int64_t>(0),
+                                         GatSegmentCount<I>{rowptr, long_rows, M, n_long});
+}
+
+// Bytes of CUB's scratch for the scan of n_long + 1 counts.
+template <class I>
+size_t gat_scan_bytes(int64_t n_long) {
+  size_t bytes = 0;
+  GS_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, bytes, gat_segment_counts<I>(nullptr, 0, nullptr, n_long),
+                                              static_cast<int64_t*>(nullptr), n_long + 1));
+  return bytes;
 }
 
 // The long rows' segments (blocks [0, nseg)): STATS their per-head (max, sum), GRAD their per-head
@@ -380,7 +382,9 @@ __global__ void __launch_bounds__(GatSoftmaxTuning::kThreads) gat_grad_segments_
 
 // WEIGHTS_T: p.rowptr / p.col are the transpose's (p.M transposed rows = fs's rows), fd / m / inv
 // are gathered by t_col. No collectives: a lane past the end leaves alone.
-template <class I>
+// LSE: m holds each row's log-sum-exp (m + log sum) and alpha = exp(l - lse): no inv to gather,
+// and with fd beside it (ld_fd = ld_m = 2H) a row's two values are one gathered segment.
+template <class I, bool LSE>
 __global__ void __launch_bounds__(GatSoftmaxTuning::kThreads) gat_weights_t_kernel(GatParams<I> p) {
   constexpr int U = GatSoftmaxTuning::kUnroll / 2;
   const int lane = threadIdx.x & 31;
@@ -411,15 +415,17 @@ __global__ void __launch_bounds__(GatSoftmaxTuning::kThreads) gat_weights_t_kern
       for (int u = 0; u < U; ++u) {
         if (j + u * S < j1) {
           const int64_t ii = static_cast<int64_t>(i[u]);
-          fdv[u] = __ldg(p.fd + ii * p.H + h);
+          fdv[u] = __ldg(p.fd + ii * p.ld_fd + h);
           mv[u] = __ldg(p.m + ii * p.ld_m + h);
-          iv[u] = __ldg(p.inv + ii * p.ld_inv + h);
+          iv[u] = LSE ? 1.f : __ldg(p.inv + ii * p.ld_inv + h);
           fsv[u] = __ldg(p.fs + c[u] * p.H + h);
         }
       }
 #pragma unroll
       for (int u = 0; u < U; ++u)
-        if (j + u * S < j1) p.E[(j + u * S) * p.H + h] = gat_alpha(fdv[u], fsv[u], mv[u], iv[u], p.slope);
+        if (j + u * S < j1)
+          p.E[(j + u * S) * p.H + h] = LSE ? expf(__fsub_rn(gat_leaky(__fadd_rn(fdv[u], fsv[u]), p.slope), mv[u]))
+                                           : gat_alpha(fdv[u], fsv[u], mv[u], iv[u], p.slope);
     }
   }
 }
@@ -448,6 +454,7 @@ GatParams<I> gat_params(const GatSoftmaxArgs& a) {
   p.n_long = a.n_long;
   p.ld_m = a.ld_m < 0 ? a.H : a.ld_m;
   p.ld_inv = a.ld_inv < 0 ? a.H : a.ld_inv;
+  p.ld_fd = a.ld_fd < 0 ? a.H : a.ld_fd;
   p.slope = static_cast<float>(a.slope);
   p.lh = gat_head_log(a.H);
   return p;
@@ -458,11 +465,13 @@ inline bool gat_has_work(const GatSoftmaxArgs& a, const char* op, bool rows) {
   const CsrView& A = a.A;
   if (A.M < 0 || A.K < 0 || A.nnz < 0 || a.H < 0 || a.n_long < 0)
     throw std::invalid_argument(std::string("gnnsparse cuda ") + op + ": negative size");
-  if ((a.ld_m >= 0 && a.ld_m < a.H) || (a.ld_inv >= 0 && a.ld_inv < a.H))
-    throw std::invalid_argument(std::string("gnnsparse cuda ") + op + ": m / inv row stride below H");
+  if ((a.ld_m >= 0 && a.ld_m < a.H) || (a.ld_inv >= 0 && a.ld_inv < a.H) || (a.ld_fd >= 0 && a.ld_fd < a.H))
+    throw std::invalid_argument(std::string("gnnsparse cuda ") + op + ": fd / m / inv row stride below H");
+  if (rows && (a.inv == nullptr || a.ld_fd >= 0))
+    throw std::invalid_argument(std::string("gnnsparse cuda ") + op + ": needs inv, and fd at row stride H");
   if (a.H == 0 || (rows ? A.M == 0 : A.nnz == 0)) return false;
   const bool entries = A.nnz > 0;
-  if (A.rowptr == nullptr || a.fd == nullptr || a.m == nullptr || a.inv == nullptr ||
+  if (A.rowptr == nullptr || a.fd == nullptr || a.m == nullptr ||
       (entries && (A.col == nullptr || a.fs == nullptr)) || (a.n_long > 0 && a.long_rows == nullptr))
     throw std::invalid_argument(std::string("gnnsparse cuda ") + op + ": null pointer");
   return true;
@@ -526,12 +535,14 @@ void run_gat_rows(const GatSoftmaxArgs& a, cudaStream_t stream) {
   // bound for the grids and the scratch; blocks past the real count leave)
   p.nseg = std::min(a.n_long, a.A.nnz / kGatLongRow) + a.A.nnz / kGatSegment + 1;
   check_grid(op, {p.nseg, p.n_long * p.H / GatSoftmaxTuning::kCombineThreads + 1}, 1);
-  GatWorkspace ws(a.n_long, p.nseg * a.H * (GRAD ? 1 : 2), stream);
+  size_t scan_bytes = gat_scan_bytes<I>(a.n_long);
+  const int64_t scan_floats = static_cast<int64_t>((scan_bytes + 255) / 256 * 256 / sizeof(float));
+  GatWorkspace ws(a.n_long, p.nseg * a.H * (GRAD ? 1 : 2) + scan_floats, stream);
   p.seg_first = ws.seg_first();
-  p.ws = ws.floats();
-  gat_segments_kernel<I><<<1, GatSoftmaxTuning::kScanThreads, 0, stream>>>(p.rowptr, p.M, p.long_rows, p.n_long,
-                                                                            ws.seg_first());
-  GS_LAUNCH_CHECK("gat_segments_kernel");
+  p.ws = ws.floats() + scan_floats;
+  GS_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(ws.floats(), scan_bytes,
+                                              gat_segment_counts<I>(p.rowptr, p.M, p.long_rows, p.n_long),
+                                              ws.seg_first(), a.n_long + 1, stream));
   gat_segments_pass_kernel<I, GRAD><<<static_cast<unsigned>(p.nseg), B, 0, stream>>>(p);
   GS_LAUNCH_CHECK("gat_segments_pass_kernel");
   gat_rows_kernel<I, GRAD><<<static_cast<unsigned>(row_blocks), B, 0, stream>>>(p, G);
@@ -553,8 +564,12 @@ void run_gat_weights_t(const GatSoftmaxArgs& a, cudaStream_t stream) {
   const int64_t warps = (a.A.nnz + run - 1) / run;
   const int64_t blocks = (warps + GatSoftmaxTuning::kWarps - 1) / GatSoftmaxTuning::kWarps;
   check_grid("gat_softmax_weights_t", {blocks}, 1);
-  gat_weights_t_kernel<I><<<dim3(static_cast<unsigned>(blocks)), GatSoftmaxTuning::kThreads, 0, stream>>>(
-      gat_params<I>(a));
+  if (a.inv == nullptr)
+    gat_weights_t_kernel<I, true><<<dim3(static_cast<unsigned>(blocks)), GatSoftmaxTuning::kThreads, 0, stream>>>(
+        gat_params<I>(a));
+  else
+    gat_weights_t_kernel<I, false><<<dim3(static_cast<unsigned>(blocks)), GatSoftmaxTuning::kThreads, 0, stream>>>(
+        gat_params<I>(a));
   GS_LAUNCH_CHECK("gat_weights_t_kernel");
 }
 

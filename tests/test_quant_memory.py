@@ -100,13 +100,13 @@ def test_gcn_layer_over_csr_equals_edge_index(device):
 
 def test_relu_dropout(device):
     """relu_dropout = dropout(relu(h)) with the mask it drew (recovered from the output's zeros),
-    gradient g * mask / (1 - p), one boolean tensor saved; relu outside training."""
+    gradient g * mask / (1 - p), one mask saved as bits; relu outside training."""
     h = torch.randn(300, 17, generator=torch.Generator().manual_seed(0)).to(device).requires_grad_()
     torch.manual_seed(1)
     saved = []
     with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
         y = qa.relu_dropout(h, 0.5, True)
-    assert len(saved) == 1 and saved[0].dtype == torch.bool and saved[0].shape == h.shape
+    assert len(saved) == 1 and saved[0].dtype == torch.uint8 and saved[0].shape == ((h.numel() + 7) // 8,)
     keep = y != 0
     assert torch.equal(y, torch.relu(h.detach()) * keep * 2.0)
     assert 0.3 < float(keep.float().mean() / (h > 0).float().mean()) < 0.7
@@ -215,7 +215,7 @@ def test_gat_backward_in_edge_chunks(device, bits, monkeypatch):
 
 def test_elu_dropout(device, monkeypatch):
     """elu_dropout = native_dropout(elu(h)) (F.dropout's kernel: the same draws and bits forward),
-    saving its output and one boolean mask (no elu output besides); its gradient within one
+    saving its output and one mask as bits (no elu output besides); its gradient within one
     rounding of autograd's through elu and native_dropout, also in row blocks; elu outside
     training."""
     h = torch.randn(300, 17, generator=torch.Generator().manual_seed(0)).to(device).requires_grad_()
@@ -231,7 +231,7 @@ def test_elu_dropout(device, monkeypatch):
         with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
             y = qa.elu_dropout(h, 0.4, True)
         assert torch.equal(y, ref)
-        assert sorted(str(t.dtype) for t in saved) == ["torch.bool", "torch.float32"]
+        assert sorted(str(t.dtype) for t in saved) == ["torch.float32", "torch.uint8"]
         assert saved[[t.dtype for t in saved].index(torch.float32)].data_ptr() == y.data_ptr()
         y.backward(g)
         torch.testing.assert_close(h.grad, want, rtol=1e-6, atol=1e-7)
@@ -240,6 +240,22 @@ def test_elu_dropout(device, monkeypatch):
     assert torch.equal(qa.elu_dropout(h, 0.4, False), torch.nn.functional.elu(h))
     with pytest.raises(ValueError, match="dropout"):
         qa.elu_dropout(h, 1.0)
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 63, 64, 65, 1000])
+@pytest.mark.parametrize("chunk", [8, 16, 1 << 23])
+def test_mask_bits_round_trip(device, monkeypatch, n, chunk):
+    """_pack_mask / _unpack_mask: any length, blocks of any size, any slice from a byte boundary."""
+    monkeypatch.setattr(qa, "_ACT_CHUNK", chunk)
+    keep = torch.rand(n, generator=torch.Generator().manual_seed(n)).lt(0.5).to(device)
+    bits = qa._pack_mask(keep)
+    assert bits.dtype == torch.uint8 and bits.shape == ((n + 7) // 8,)
+    assert torch.equal(qa._unpack_mask(bits, 0, n), keep)
+    for k0 in range(0, n, 8):
+        k1 = min(n, k0 + 13)
+        assert torch.equal(qa._unpack_mask(bits, k0, k1), keep[k0:k1])
+    if n:  # element k in bit k % 8 of byte k // 8
+        assert int(bits[0]) == sum(1 << k for k in range(min(8, n)) if bool(keep[k]))
 
 
 def test_elu_dropout_twice_differentiable_and_any_shape(device):

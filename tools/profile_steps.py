@@ -574,13 +574,16 @@ def peak(size="products", model="gat", top=16):
         torch.cuda.memory._record_memory_history(enabled=None)
         events = snap["device_traces"][torch.cuda.current_device()]
         cur, best, at, best_live = base, base, "(before the step)", None
+        highest = {}  # the line of an allocation -> the highest point one of its allocations reached
         for ev in events:
             a = ev["action"]
             if a == "alloc":
                 live[ev["addr"]] = (ev["size"], _frame(ev.get("frames", [])))
                 cur += ev["size"]
+                fr = live[ev["addr"]][1]
+                highest[fr] = max(highest.get(fr, 0), cur)
                 if cur > best:
-                    best, at, best_live = cur, live[ev["addr"]][1], dict(live)
+                    best, at, best_live = cur, fr, dict(live)
             elif a == "free_completed" and ev["addr"] in live:
                 cur -= live.pop(ev["addr"])[0]
         peak_alloc = torch.cuda.max_memory_allocated()
@@ -594,6 +597,9 @@ def peak(size="products", model="gat", top=16):
             groups[fr] = (c + 1, b + size_b)
         for fr, (c, b) in sorted(groups.items(), key=lambda kv: -kv[1][1])[:top]:
             print(f"  {b / mib:9,.0f} MiB  x{c:<3d} {fr}")
+        print("  the next highest points, by the line whose allocation reached them (MiB allocated then):")
+        for fr, v in sorted(highest.items(), key=lambda kv: -kv[1])[1:8]:
+            print(f"  {v / mib:9,.0f} MiB  {fr}")
         del net, opt, t, snap, events, live, best_live
         gc.collect()
         torch.cuda.empty_cache()

@@ -34,6 +34,10 @@
 //
 // m and inv may be row-strided (ld_m / ld_inv floats between rows, -1: H), so that a caller can
 // keep a row's m and inv adjacent (one gathered segment for WEIGHTS_T).
+// WEIGHTS_T, LSE form (inv = nullptr): m holds each row's log-sum-exp, lse[i, h] = m[i, h] +
+//   log(sum over row i of exp(l_k - m[i, h])), and aT = exp(l_k - lse[i, h]) (within a few roundings
+//   of the form above); fd may then be row-strided too (ld_fd), so that a caller can pack a row's fd
+//   and lse into one gathered segment (ld_fd = ld_m = 2H). STATS and GRAD need inv and ld_fd = -1.
 //
 // Every output element is one fixed sequence of operations: no atomics, bitwise reproducible.
 // rowptr[M] must equal nnz and 0 <= col < K (not checked on the device).
@@ -62,6 +66,7 @@ struct GatSoftmaxArgs {
   float *m = nullptr;         // (rows of A) x H: written by STATS, read by WEIGHTS_T and GRAD
   float *inv = nullptr;       // likewise
   std::int64_t ld_m = -1, ld_inv = -1;  // row strides of m and inv in floats (-1: H)
+  std::int64_t ld_fd = -1;              // WEIGHTS_T: row stride of fd in floats (-1: H)
   float *E = nullptr;         // WEIGHTS_T: aT (nnz x H), written; GRAD: t (nnz x H), read and overwritten
 };
 

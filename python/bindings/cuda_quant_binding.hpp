@@ -3,7 +3,8 @@
 // uses (gnnsparse/gat_softmax.hpp; Python: gnnsparse._gat_softmax):
 //
 //   gat_softmax_stats    (stream, A, long_rows, n_long, fd, fs, H, slope, m, inv, ld_m, ld_inv)
-//   gat_softmax_weights_t(stream, AT, fd, fs, m, inv, ld_m, ld_inv, H, slope, aT)
+//   gat_softmax_weights_t(stream, AT, fd, fs, m, inv, ld_m, ld_inv, H, slope, aT, ld_fd=-1)
+//                        (inv = 0: m holds the rows' log-sum-exp, the LSE form)
 //   gat_softmax_grad     (stream, A, long_rows, n_long, fd, fs, m, inv, ld_m, ld_inv, H, slope, t)
 //   GAT_LONG_ROW: entries from which a row is long (must be in long_rows)
 //   (ld_m / ld_inv: row strides of m / inv in floats)
@@ -105,11 +106,13 @@ inline void bind_gat_softmax_cuda(py::module_ &m) {
   m.def(
       "gat_softmax_weights_t",
       [](Exec exec, const CsrView &AT, addr fd, addr fs, addr mi, addr inv, std::int64_t ld_m, std::int64_t ld_inv,
-         std::int64_t H, double slope, addr aT) {
-        return B::gat_softmax_weights_t(exec, gat_softmax_args(AT, 0, 0, fd, fs, mi, inv, ld_m, ld_inv, H, slope, aT));
+         std::int64_t H, double slope, addr aT, std::int64_t ld_fd) {
+        GatSoftmaxArgs a = gat_softmax_args(AT, 0, 0, fd, fs, mi, inv, ld_m, ld_inv, H, slope, aT);
+        a.ld_fd = ld_fd;
+        return B::gat_softmax_weights_t(exec, a);
       },
       py::arg("exec"), py::arg("AT"), py::arg("fd"), py::arg("fs"), py::arg("m"), py::arg("inv"), py::arg("ld_m"),
-      py::arg("ld_inv"), py::arg("H"), py::arg("slope"), py::arg("aT"));
+      py::arg("ld_inv"), py::arg("H"), py::arg("slope"), py::arg("aT"), py::arg("ld_fd") = -1);
   m.def(
       "gat_softmax_grad",
       [](Exec exec, const CsrView &A, addr long_rows, std::int64_t n_long, addr fd, addr fs, addr mi, addr inv,

@@ -317,11 +317,18 @@ class CudaBackend:
         return m, inv
 
     def gat_softmax_weights_t(self, AT, fd, fs, m, inv, H, slope):
-        """aT (AT.nnz, H) float32: alpha in transpose order."""
+        """aT (AT.nnz, H) float32: alpha in transpose order, by the kernel's LSE form: each row's fd
+        and log-sum-exp (m - log inv) packed side by side, (M, 2, H), so that an entry gathers one
+        segment of its row instead of two (fd; m and inv)."""
+        import torch
+
         run = _run(fd)
+        rec = _empty_as(run, (fd.shape[0], 2, H), "float32")
+        rec[:, 0].copy_(fd)
+        torch.sub(m, torch.log(inv), out=rec[:, 1])  # empty rows: +inf, never gathered (no entries)
         aT = _empty_as(run, (AT.nnz, H), "float32")
-        _launch(run, _ext.gat_softmax_weights_t, AT, run.addr(fd), run.addr(fs), run.addr(m), run.addr(inv),
-                _row_stride(m, H), _row_stride(inv, H), H, slope, run.addr(aT))
+        _launch(run, _ext.gat_softmax_weights_t, AT, run.addr(rec[:, 0]), run.addr(fs), run.addr(rec[:, 1]), 0,
+                2 * H, 2 * H, H, slope, run.addr(aT), 2 * H)
         return aT
 
     def gat_softmax_grad_(self, A, long_rows, fd, fs, m, inv, t, H, slope):

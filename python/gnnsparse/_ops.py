@@ -346,6 +346,7 @@ def launch_spmm(A: CSR, X, reduce, return_arg, precision):
     else:
         Cp, (Xp,) = _pad_to_vector(b, dt, C, X2)
         Y, arg = b.spmm(view, Xp, M, Cp, _DTYPE[dt][0], red, return_arg, prec)
+        del Xp  # a padded copy is freed before the cut-back copies (stream-ordered: after the kernel)
         if Cp != C:
             Y = b.narrow_last(Y, C)
             arg = None if arg is None else b.narrow_last(arg, C)
@@ -427,6 +428,7 @@ def launch_spmm_heads(A: CSR, W, Z):
     view = A._view(b, place, Z, None)
     Dp, (Zp,) = _pad_to_vector(b, dt, c.D, Z)
     out = b.spmm_heads(view, W, Zp, c.M, c.H, Dp, _DTYPE[dt][0])
+    del Zp  # a padded copy is freed before the cut-back copy: one (n, w) array less at that point
     if Dp != c.D:
         out = b.narrow_last(out, c.D)
     return wrap_like(Z0, Z, out)[0]
@@ -564,6 +566,7 @@ def launch_fusedmm(A: CSR, X, Y, Z, op, edge, slope, return_edges, precision):
         D, (Zs,) = _pad_to_vector(b, dt, D, Zs)
     out, E = b.fusedmm(view, shaped(X, s.x_shape), shaped(Y, s.y_shape), Zs, M, s.H, s.F, D,
                        _DTYPE[dt][0], s.op, c.edge, float(slope), return_edges, s.precision)
+    del Zs  # a padded copy is freed before the cut-back copy
     if D != c.D:
         out = b.narrow_last(out, c.D)
     if len(Z.shape) == 2:

@@ -427,8 +427,10 @@ class _GATAttend(torch.autograd.Function):
         from ..torch import nn as tnn
 
         g, slope = ctx.g, ctx.slope
-        # the rows a block walks (>= K.LONG_ROW entries), found once per graph
-        lr = tnn._derived(g, ("gat_long_rows",), lambda b: K.gat_long_rows(b.rowptr, b.col.shape[0]))
+        # the rows a block walks (>= K.LONG_ROW entries), found once per graph: the exact list (one
+        # host synchronization then), not the padded one (min(M, nnz / LONG_ROW) entries, mostly -1,
+        # that every call's segment count and grids would walk)
+        lr = tnn._derived(g, ("gat_long_rows",), lambda b: K.gat_long_rows(b.rowptr))
         m, inv = K.gat_softmax_stats(g.rowptr, g.col, fd, fs, slope, long_rows=lr)
         aT = K.gat_softmax_weights_t(g.t_rowptr, g.t_col, fd, fs, m, inv, slope)
         ctx.handle.dz = qspmm(ctx.AT, qd, "sum", weights=aT, out=ctx.scales.get("dz", ctx.bits), seed=next_seed())
@@ -561,6 +563,43 @@ def spmm_float(A, AT, h: torch.Tensor) -> torch.Tensor:
     return _SpmmFloat.apply(h, A, AT)
 
 
+_ACT_CHUNK = 1 << 23  # elements per block of the activations' mask packing and elu_dropout's backward
+_BITS = None  # (device, the weights 1, 2, ..., 128 as uint8)
+
+
+def _bit_weights(device):
+    global _BITS
+    if _BITS is None or _BITS[0] != device:
+        _BITS = (device, torch.tensor([1 << b for b in range(8)], dtype=torch.uint8, device=device))
+    return _BITS[1]
+
+
+def _chunk() -> int:
+    """_ACT_CHUNK as whole bytes of a packed mask (a multiple of 8 elements)."""
+    return max(8, _ACT_CHUNK // 8 * 8)
+
+
+def _pack_mask(keep: torch.Tensor) -> torch.Tensor:
+    """A boolean mask as bits (uint8, element k in bit k % 8 of byte k // 8; zero-padded to whole
+    bytes): an eighth of its bytes for the backward. In blocks of _chunk() elements."""
+    flat = keep.reshape(-1).view(torch.uint8)
+    n, step = flat.numel(), _chunk()
+    out = torch.empty((n + 7) // 8, dtype=torch.uint8, device=keep.device)
+    w = _bit_weights(keep.device)
+    for k0 in range(0, n, step):
+        part = flat[k0:k0 + step]
+        if part.numel() % 8:
+            part = F.pad(part, (0, 8 - part.numel() % 8))
+        torch.sum(part.view(-1, 8) * w, 1, dtype=torch.uint8, out=out[k0 // 8:k0 // 8 + part.numel() // 8])
+    return out
+
+
+def _unpack_mask(bits: torch.Tensor, k0: int, k1: int) -> torch.Tensor:
+    """Elements [k0, k1) of a mask packed by _pack_mask (k0 a multiple of 8), as booleans."""
+    b = bits[k0 // 8:(k1 + 7) // 8]
+    return (b[:, None] & _bit_weights(bits.device)).ne(0).reshape(-1)[:k1 - k0]
+
+
 class _ReluDropout(torch.autograd.Function):
     @staticmethod
     def forward(ctx, h, p):
@@ -568,13 +607,14 @@ class _ReluDropout(torch.autograd.Function):
         if p > 0:  # the dropout mask, drawn as booleans (not a float32 tensor of uniforms)
             keep &= torch.empty(h.shape, dtype=torch.bool, device=h.device).bernoulli_(1.0 - p)
         scale = 1.0 / (1.0 - p)
-        ctx.save_for_backward(keep)
-        ctx.scale = scale
+        ctx.save_for_backward(_pack_mask(keep))
+        ctx.scale, ctx.shape = scale, h.shape
         return _masked_scale(h, keep, scale)
 
     @staticmethod
     def backward(ctx, g):
-        (keep,) = ctx.saved_tensors
+        (bits,) = ctx.saved_tensors
+        keep = _unpack_mask(bits, 0, g.numel()).reshape(ctx.shape)
         return _masked_scale(g, keep, ctx.scale), None
 
 
@@ -589,8 +629,8 @@ def _masked_scale(t, keep, scale):
 
 
 def relu_dropout(h: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
-    """F.dropout(F.relu(h), p, training) saving one boolean mask for the backward (relu's sign and
-    the dropout mask together: 1 byte per element) instead of relu's float32 output and dropout's
+    """F.dropout(F.relu(h), p, training) saving one mask for the backward (relu's sign and the
+    dropout mask together, packed: 1 bit per element) instead of relu's float32 output and dropout's
     mask. The mask is drawn by torch's generator (bernoulli), as F.dropout's, but not the same
     draws. Outside training (or p = 0) it is F.relu."""
     return _act_dropout(h, p, training, torch.relu, _ReluDropout)
@@ -607,30 +647,30 @@ def _act_dropout(h, p, training, act, fused):
     return fused.apply(h, p)
 
 
-_ACT_CHUNK = 1 << 23  # elements per block of elu_dropout's backward (its temporaries: two blocks, 32 MiB each)
-
-
 class _EluDropout(torch.autograd.Function):
     @staticmethod
     def forward(ctx, h, p):
         out, keep = torch.ops.aten.native_dropout(F.elu(h), p, True)  # F.dropout's own kernel and draws
-        ctx.save_for_backward(out, keep)
+        ctx.save_for_backward(out, _pack_mask(keep))
         ctx.scale = 1.0 / (1.0 - p)
         return out
 
     @staticmethod
     def backward(ctx, g):
-        out, keep = ctx.saved_tensors
+        out, bits = ctx.saved_tensors
         # elu's derivative from its output y = out / scale (1 where y > 0, else y + 1); where dropout
         # dropped an element, the masked gradient is 0 already
         if torch.is_grad_enabled():  # create_graph: differentiable ops on the whole tensor (elu'' kept)
+            keep = _unpack_mask(bits, 0, out.numel()).reshape(out.shape)
             return torch.ops.aten.elu_backward(_masked_scale(g, keep, ctx.scale), 1.0, 1.0, 1.0, True,
                                                out / ctx.scale), None
         g = g.contiguous()
         dh = torch.empty_like(g)
-        flat = [t.reshape(-1) for t in (g, keep, out, dh)]  # blocks of elements: any shape, 0-d too
-        for k0 in range(0, g.numel(), _ACT_CHUNK):
-            gc, kc, oc, dc = (t[k0:k0 + _ACT_CHUNK] for t in flat)
+        flat = [t.reshape(-1) for t in (g, out, dh)]  # blocks of elements: any shape, 0-d too
+        n, step = g.numel(), _chunk()
+        for k0 in range(0, n, step):
+            gc, oc, dc = (t[k0:k0 + step] for t in flat)
+            kc = _unpack_mask(bits, k0, min(n, k0 + step))
             torch.ops.aten.elu_backward.grad_input(_masked_scale(gc, kc, ctx.scale), 1.0, 1.0, 1.0, True,
                                                    oc.div(ctx.scale), grad_input=dc)
         return dh, None
@@ -638,8 +678,8 @@ class _EluDropout(torch.autograd.Function):
 
 def elu_dropout(h: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
     """F.dropout(F.elu(h), p, training) saving only its output (which the next layer keeps anyway)
-    and dropout's boolean mask for the backward, instead of elu's float32 output besides them: one
-    (N, C) float32 tensor less through the backward of the layers beneath. Forward: F.elu then
+    and dropout's mask (packed: 1 bit per element) for the backward, instead of elu's float32
+    output besides them: one (N, C) float32 tensor less through the backward of the layers beneath. Forward: F.elu then
     dropout's own kernel (torch.ops.aten.native_dropout, the draws of F.dropout: the same bits);
     backward: elu's derivative recovered from the output (out / scale, within one rounding of
     elu's output), in blocks of elements; twice differentiable (create_graph: the whole tensor at

@@ -586,11 +586,24 @@ def _fusedmm_backward(ctx, dOut, dP_user):
                        True)[1]
     vz = None if val is None else _val_for(val, Z).to(P.dtype)[:, None]
     dX = dY = dZ = dval = None
-    if want_z:
+    if want_x or want_y or want_v:
+        dX, dY, dval = _fusedmm_scores_grad(ctx, rowptr, col, val, t_rowptr, t_col, t_perm, rows, eid, X, Y, Z, P,
+                                            vz, dOut, dP_user, want_x, want_y, want_v)
+    if want_z:  # last: its (nnz, H) weights in transpose order are not alive beside the scores' gradient
         w = P if vz is None else P * vz
-        dZ = spmm_heads_op(t_rowptr, t_col, None, None, None, _take_rows(w, t_perm), dOut)
-    if not (want_x or want_y or want_v):
-        return None, None, None, None, None, None, None, None, dX, dY, dZ, None, None, None, None, None
+        del P
+        wT = _take_rows(w, t_perm)
+        del w
+        dZ = spmm_heads_op(t_rowptr, t_col, None, None, None, wT, dOut)
+    return None, None, dval, None, None, None, None, None, dX, dY, dZ, None, None, None, None, None
+
+
+def _fusedmm_scores_grad(ctx, rowptr, col, val, t_rowptr, t_col, t_perm, rows, eid, X, Y, Z, P, vz, dOut, dP_user,
+                         want_x, want_y, want_v):
+    """FusedMM's (dX, dY, dval): the edge weights' gradient dw = dOut . Z per edge, then the edge
+    function's and the scores' rules."""
+    op, edge, slope = ctx.op, ctx.edge, ctx.slope
+    dX = dY = dval = None
     dw = sddmm_op(rowptr, col, None, None, None, None, dOut, Z, "dot").to(P.dtype)
     if want_v:
         dval = (dw * P).sum(1).to(val.dtype)
@@ -617,7 +630,7 @@ def _fusedmm_backward(ctx, dOut, dP_user):
             de = torch.where(positive, de, de * slope)
         dX, dY = _scores_backward(op, de.to(X.dtype), rowptr, col, t_rowptr, t_col, t_perm, eid, X, Y,
                                   want_x, want_y)
-    return None, None, dval, None, None, None, None, None, dX, dY, dZ, None, None, None, None, None
+    return dX, dY, dval
 
 
 fusedmm_op.register_autograd(_fusedmm_backward, setup_context=_fusedmm_setup)
