@@ -467,9 +467,9 @@ inline bool gat_has_work(const GatSoftmaxArgs& a, const char* op, bool rows) {
     throw std::invalid_argument(std::string("gnnsparse cuda ") + op + ": negative size");
   if ((a.ld_m >= 0 && a.ld_m < a.H) || (a.ld_inv >= 0 && a.ld_inv < a.H) || (a.ld_fd >= 0 && a.ld_fd < a.H))
     throw std::invalid_argument(std::string("gnnsparse cuda ") + op + ": fd / m / inv row stride below H");
-  if (rows && (a.inv == nullptr || a.ld_fd >= 0))
-    throw std::invalid_argument(std::string("gnnsparse cuda ") + op + ": needs inv, and fd at row stride H");
   if (a.H == 0 || (rows ? A.M == 0 : A.nnz == 0)) return false;
+  if (rows && (a.inv == nullptr || a.ld_fd >= 0))  // the LSE form is WEIGHTS_T's alone
+    throw std::invalid_argument(std::string("gnnsparse cuda ") + op + ": needs inv, and fd at row stride H");
   const bool entries = A.nnz > 0;
   if (A.rowptr == nullptr || a.fd == nullptr || a.m == nullptr ||
       (entries && (A.col == nullptr || a.fs == nullptr)) || (a.n_long > 0 && a.long_rows == nullptr))
