@@ -697,11 +697,22 @@ struct QSddmmTuning {
 };
 struct QSddmmPlan {
   int group = 1;
+  int head_lanes = 1;  // dot: lanes per head (group / head_lanes heads side by side)
   int64_t blocks = 0;
 };
-inline QSddmmPlan plan_qsddmm(int64_t nnz, int64_t H, int64_t F, bool add, int cpl) {
+// dot: LH = pow2ceil(F / cpl) lanes per head (at most 32), the heads side by side up to
+// GNNSPARSE_CUDA_QSDDMM_LANES lanes per edge (default 32; LH gives the loop over heads of before;
+// one_head: always that, for the int64-accumulator kernels)
+inline QSddmmPlan plan_qsddmm(int64_t nnz, int64_t H, int64_t F, bool add, int cpl, bool one_head = false) {
   QSddmmPlan p;
-  p.group = static_cast<int>(std::min<int64_t>(32, pow2ceil(add ? H : (F + cpl - 1) / cpl)));
+  if (add) {
+    p.group = static_cast<int>(std::min<int64_t>(32, pow2ceil(H)));
+  } else {
+    p.head_lanes = static_cast<int>(std::min<int64_t>(32, pow2ceil((F + cpl - 1) / cpl)));
+    const int64_t most = std::max<int64_t>(p.head_lanes, std::min<int64_t>(32, pow2ceil(
+        hub_override("GNNSPARSE_CUDA_QSDDMM_LANES", 32))));
+    p.group = one_head ? p.head_lanes : static_cast<int>(std::min<int64_t>(most, p.head_lanes * pow2ceil(H)));
+  }
   const int64_t groups = (nnz + QSddmmTuning::kEdgesPerGroup - 1) / QSddmmTuning::kEdgesPerGroup;
   const int64_t per_block = QSddmmTuning::kBlockThreads / p.group;
   p.blocks = (groups + per_block - 1) / per_block;

@@ -2,9 +2,12 @@
 //   dot: E[k, h] = fl32(s_X s_Y) * acc, acc = sum_f qx[i, h, f] qy[j, h, f] as an exact integer
 //        (dp4a on packed int8 -- int4 unpacked to bytes first -- int32, or int64 for very long F);
 //   add: E[k, h] = s_X qx[i, h] + s_Y qy[j, h], each side dequantized first (the scales differ).
-// Schedule (policy.cuh's plan_qsddmm): a group of G lanes per edge, lanes split
-// the head's F features into vectors of CPL quantized features (16 int8 = 16 bytes, 16 int4 = 8
-// bytes when shapes and alignment allow), butterfly sum in the group; each group owns a fixed run
+// Schedule (policy.cuh's plan_qsddmm): a group of G lanes per edge, LH lanes per head splitting
+// its F features into vectors of CPL quantized features (16 int8 = 16 bytes, 16 int4 = 8 bytes
+// when shapes and alignment allow), the heads side by side (G = LH x heads, at most 32: H = 4, F =
+// 32 int8 is 8 lanes loading an edge's 128-byte rows in one step, where a loop over the heads took
+// 4 dependent rounds: 12.96 ms for 122M edges on an H100, 2026-12-07), butterfly sum over a
+// head's lanes; each group owns a fixed run
 // of kEdgesPerGroup consecutive edges (one binary search for its first row, so hub rows cost
 // nothing extra), U edges in flight. The int8 gathers of Y rows move a quarter of float32's bytes.
 #include "quant_common.cuh"
@@ -49,9 +52,12 @@ __device__ __forceinline__ void edge_ends(const I* __restrict__ rowptr, const I*
   }
 }
 
+// dot: a group of G lanes per edge, LH lanes per head (G / LH heads side by side, all of an edge's
+// heads in one step when they fit), each lane over its head's CPL-vectors f = fl CPL, fl CPL + LH
+// CPL, ...; the head's sum over its LH lanes (xor offsets < LH: exact integers, any order).
 template <int BX, int BY, class I, class Acc, int CPL>
 __global__ void __launch_bounds__(QSddmmTuning::kBlockThreads)
-qsddmm_dot_kernel(QSddmmParams p, int G) {
+qsddmm_dot_kernel(QSddmmParams p, int G, int LH) {
   constexpr int EPG = QSddmmTuning::kEdgesPerGroup;
   constexpr int U = QSddmmTuning::kUnroll;
   const auto* rowptr = static_cast<const I*>(p.rowptr);
@@ -65,14 +71,19 @@ qsddmm_dot_kernel(QSddmmParams p, int G) {
   const float sxy = __ldg(p.sx) * __ldg(p.sy);
   int64_t r = row_of(rowptr, p.M, k0);
   int64_t rend = static_cast<int64_t>(__ldg(rowptr + r + 1));
+  // LH a power of two; the int64 accumulators (very long F) keep one head per step (LH = G)
+  constexpr bool kOneHead = sizeof(Acc) == 8;
+  const int hl = kOneHead ? 0 : sub / LH, fl = kOneHead ? sub : sub & (LH - 1), HS = kOneHead ? 1 : G / LH;
   for (int64_t k = k0; k < k1; k += U) {
     int64_t i[U], j[U];
     edge_ends<I, U>(rowptr, col, k, k1, r, rend, i, j);
-    for (int64_t h = 0; h < p.H; ++h) {
+    for (int64_t h0 = 0; h0 < p.H; h0 += HS) {
+      const int64_t h = h0 + hl;
+      const int64_t fend = h < p.H ? p.F : int64_t(0);  // a head slot past H: no loads, sums zeros
       Acc acc[U];
 #pragma unroll
       for (int u = 0; u < U; ++u) acc[u] = Acc(0);
-      for (int64_t f = int64_t(sub) * CPL; f < p.F; f += int64_t(G) * CPL) {
+      for (int64_t f = int64_t(fl) * CPL; f < fend; f += int64_t(LH) * CPL) {
         const int64_t c = h * p.F + f;
         QVec<BX, CPL> xv[U];
         QVec<BY, CPL> yv[U];
@@ -88,8 +99,8 @@ qsddmm_dot_kernel(QSddmmParams p, int G) {
           if (k + u < k1) acc[u] += Acc(qdot_any<BX, BY, CPL>(xv[u], yv[u]));
       }
 #pragma unroll
-      for (int u = 0; u < U; ++u) acc[u] = group_sum_any(acc[u], G, mask);
-      if (sub == 0) {
+      for (int u = 0; u < U; ++u) acc[u] = group_sum_any(acc[u], LH, mask);
+      if (fl == 0 && h < p.H) {
 #pragma unroll
         for (int u = 0; u < U; ++u)
           if (k + u < k1) p.E[(k + u) * p.H + h] = sxy * float(acc[u]);
@@ -158,7 +169,7 @@ void run_qsddmm(const QSddmmArgs& a, cudaStream_t stream) {
                        static_cast<const std::uint8_t*>(a.Y.data), a.X.scale, a.Y.scale, a.E,
                        a.A.M, nnz, H, F, a.X.row_bytes(), a.Y.row_bytes()};
   const int cpl = add ? 1 : std::min(plan_cpl(BX, a.X.data, H * F, F), plan_cpl(BY, a.Y.data, H * F, F));
-  const QSddmmPlan plan = plan_qsddmm(nnz, H, F, add, cpl);
+  const QSddmmPlan plan = plan_qsddmm(nnz, H, F, add, cpl, !add && !dot_fits_int32(F, BX, BY));
   const int G = plan.group;
   check_grid("qsddmm", {plan.blocks}, 1);
   const dim3 grid(static_cast<unsigned>(plan.blocks));
@@ -168,10 +179,12 @@ void run_qsddmm(const QSddmmArgs& a, cudaStream_t stream) {
     return;
   }
   const bool wide = !dot_fits_int32(F, BX, BY);
+  if (wide && plan.head_lanes != G)
+    throw std::logic_error("gnnsparse cuda qsddmm: int64 accumulators take one head per step");
   dispatch_cpl(cpl, [&](auto c) {
     constexpr int CPL = decltype(c)::value;
-    if (wide) qsddmm_dot_kernel<BX, BY, I, int64_t, CPL><<<grid, B, 0, stream>>>(p, G);
-    else qsddmm_dot_kernel<BX, BY, I, int32_t, CPL><<<grid, B, 0, stream>>>(p, G);
+    if (wide) qsddmm_dot_kernel<BX, BY, I, int64_t, CPL><<<grid, B, 0, stream>>>(p, G, plan.head_lanes);
+    else qsddmm_dot_kernel<BX, BY, I, int32_t, CPL><<<grid, B, 0, stream>>>(p, G, plan.head_lanes);
   });
   GS_LAUNCH_CHECK("qsddmm_dot_kernel");
 }

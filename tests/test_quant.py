@@ -355,7 +355,7 @@ def test_qsddmm_dot(dev, rng, bx, by):
     for M, K, deg, hub in [(33, 65, 5.0, 0), (130, 90, 3.0, 700), (1, 1, 1.0, 0)]:
         A = _graph(rng, M, K, deg, hub, False)
         Ad = dev.csr(A)
-        for H, F in [(1, 1), (1, 16), (1, 33), (3, 8), (2, 5), (1, 128)]:
+        for H, F in [(1, 1), (1, 16), (1, 33), (3, 8), (2, 5), (1, 128), (4, 32), (40, 3)]:
             shape_x, shape_y = ((M, F), (K, F)) if H == 1 else ((M, H, F), (K, H, F))
             QX = gs.quantize(dev.put(rand(rng, *shape_x)), bx, seed=1)
             QY = gs.quantize(dev.put(rand(rng, *shape_y)), by, seed=2)
@@ -369,6 +369,22 @@ def test_qsddmm_dot(dev, rng, bx, by):
             np.testing.assert_array_equal(E.reshape(-1, H), exact)
             R = ref.sddmm(A, dq64(QX), dq64(QY))
             np.testing.assert_allclose(E, R, rtol=3e-7, atol=1e-6 * max(1.0, np.abs(R).max(initial=0)))
+
+
+def test_qsddmm_dot_lanes_knob(dev, rng, monkeypatch):
+    """GNNSPARSE_CUDA_QSDDMM_LANES (CUDA: lanes per edge, the heads side by side) changes the
+    schedule, never the bits; a bad value is named."""
+    A = dev.csr(_graph(rng, 90, 70, 6.0, 300, False))
+    QX = gs.quantize(dev.put(rand(rng, 90, 4, 32)), 8, seed=1)
+    QY = gs.quantize(dev.put(rand(rng, 70, 4, 32)), 8, seed=2)
+    want = host(gs.quant.sddmm(A, QX, QY, "dot"))
+    for lanes in ("1", "2", "4", "8", "32"):
+        monkeypatch.setenv("GNNSPARSE_CUDA_QSDDMM_LANES", lanes)
+        np.testing.assert_array_equal(host(gs.quant.sddmm(A, QX, QY, "dot")), want)
+    if dev.name == "cuda":
+        monkeypatch.setenv("GNNSPARSE_CUDA_QSDDMM_LANES", "x")
+        with pytest.raises(ValueError, match="GNNSPARSE_CUDA_QSDDMM_LANES"):
+            gs.quant.sddmm(A, QX, QY, "dot")
 
 
 @pytest.mark.parametrize("bx, by", [(8, 8), (4, 8)])
