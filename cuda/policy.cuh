@@ -693,7 +693,9 @@ inline QSpmmPlan plan_qspmm(int64_t M, int64_t nnz, int64_t C, int64_t max_deg, 
 struct QSddmmTuning {
   static constexpr int kBlockThreads = 256;
   static constexpr int kEdgesPerGroup = 32;
-  static constexpr int kUnroll = 4;
+  static constexpr int kUnroll = 4;      // edges in flight per lane
+  static constexpr int kUnrollWide = 2;  // dot with 16-feature vectors (64 registers, no spills)
+  static constexpr int kDotMinBlocks = 4;
 };
 struct QSddmmPlan {
   int group = 1;

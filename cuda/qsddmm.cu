@@ -55,11 +55,14 @@ __device__ __forceinline__ void edge_ends(const I* __restrict__ rowptr, const I*
 // dot: a group of G lanes per edge, LH lanes per head (G / LH heads side by side, all of an edge's
 // heads in one step when they fit), each lane over its head's CPL-vectors f = fl CPL, fl CPL + LH
 // CPL, ...; the head's sum over its LH lanes (xor offsets < LH: exact integers, any order).
+// Registers: the 16-byte vectors (CPL 16) take 2 edges in flight instead of 4, so every instance
+// fits kDotMinBlocks blocks per SM (ncu, H100, 2026-12-07: at U = 4 the int8 H = 4, F = 32 kernel
+// held 94 registers, 2 blocks, 25 % occupancy, 10.5 ms for 122M edges at 35 % of DRAM bandwidth).
 template <int BX, int BY, class I, class Acc, int CPL>
-__global__ void __launch_bounds__(QSddmmTuning::kBlockThreads)
+__global__ void __launch_bounds__(QSddmmTuning::kBlockThreads, QSddmmTuning::kDotMinBlocks)
 qsddmm_dot_kernel(QSddmmParams p, int G, int LH) {
   constexpr int EPG = QSddmmTuning::kEdgesPerGroup;
-  constexpr int U = QSddmmTuning::kUnroll;
+  constexpr int U = CPL >= 16 ? QSddmmTuning::kUnrollWide : QSddmmTuning::kUnroll;
   const auto* rowptr = static_cast<const I*>(p.rowptr);
   const auto* col = static_cast<const I*>(p.col);
   const int64_t g = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / G;
