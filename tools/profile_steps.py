@@ -30,6 +30,8 @@
                                            # float32 and int8: what is alive at the highest point
                                            # of one training step, by the line that allocated it
                                            # (torch.cuda.memory's history, replayed)
+    python tools/profile_steps.py ops      # the aten ops one epoch dispatches, PyG's model vs accelerated
+                                           # (examples/accelerate.py's GCN, GraphSAGE, GIN; CPU too)
     python tools/profile_steps.py rss      # `train --model gcn --quant 8 --compare fp32` on a products-
                                            # like graph of --nodes nodes on the CPU: each run's peak RSS
                                            # (Linux; the peak is reset before each run)
@@ -605,10 +607,59 @@ def peak(size="products", model="gat", top=16):
         torch.cuda.empty_cache()
 
 
+def ops(top=8):
+    """The aten ops one training epoch dispatches (forward, backward, Adam's step), PyG's model against
+    the accelerated one, for the GCN, GraphSAGE and GIN of examples/accelerate.py on small generated
+    graphs (CPU or GPU: the counts are the host's work, which these small models are bound by)."""
+    import collections
+
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    import gnnsparse.torch as gst
+
+    ex = runpy.run_path(os.path.join(ROOT, "examples", "accelerate.py"), run_name="example")
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    gen = torch.Generator().manual_seed(0)
+    x, ei, y = ex["node_data"](2000, 12000, 128, 7, dev, gen)
+    xb, eib, batch, yb = ex["graph_batch"](64, 30, 60, 128, 2, dev, gen)
+
+    class Count(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.c = collections.Counter()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.c[str(func).replace("aten.", "")] += 1
+            return func(*args, **(kwargs or {}))
+
+    cases = {"GCN": (ex["GCN"](128, 16, 7), (x, ei), y), "GraphSAGE": (ex["SAGE"](128, 64, 7), (x, ei), y),
+             "GIN": (ex["GIN"](128, 32, 2, num_layers=3), (xb, eib, batch, 64), yb)}
+    for name, (m, args, yy) in cases.items():
+        m = m.to(dev)
+        mm = copy.deepcopy(m)
+        gst.accelerate(mm)
+        for tag, model in (("pyg", m), ("ours", mm)):
+            opt = torch.optim.Adam(model.parameters(), lr=0.01)
+            model.train()
+
+            def ep(model=model, opt=opt, args=args, yy=yy):
+                opt.zero_grad()
+                F.cross_entropy(model(*args), yy).backward()
+                opt.step()
+
+            for _ in range(3):
+                ep()
+            with Count() as c:
+                ep()
+            n_opt = sum(1 for _ in model.parameters())
+            print(f"{name:9s} {tag:4s} {sum(c.c.values()):4d} ops per epoch ({n_opt} parameters for Adam); "
+                  + ", ".join(f"{k} {v}" for k, v in c.c.most_common(top)))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("what", choices=("quant", "models", "memory", "transformer", "model", "rss", "epoch", "route",
-                                    "held", "peak"))
+                                    "held", "peak", "ops"))
     p.add_argument("--size", choices=("arxiv", "products"), default="arxiv", help="memory, epoch: the graph (default arxiv)")
     p.add_argument("--nodes", type=int, default=300_000, help="rss: nodes of the products-like graph")
     p.add_argument("--runs", default="float32,int8", help="epoch: which runs (float32, int8)")
@@ -624,6 +675,8 @@ def main():
         return rss(a.nodes)
     if a.what == "held":
         return held(a.model or "gat")
+    if a.what == "ops":
+        return ops()
     if not torch.cuda.is_available():
         raise SystemExit("needs a CUDA GPU")
     if a.what == "memory":
