@@ -563,7 +563,7 @@ def spmm_float(A, AT, h: torch.Tensor) -> torch.Tensor:
     return _SpmmFloat.apply(h, A, AT)
 
 
-_ACT_CHUNK = 1 << 23  # elements per block of the activations' mask packing and elu_dropout's backward
+_ACT_CHUNK = 1 << 23  # elements per block of elu_dropout's backward (and of its mask's unpacking)
 _BITS = None  # (device, the weights 1, 2, ..., 128 as uint8)
 
 
