@@ -58,7 +58,7 @@ def test_policy_crossovers():
     assert _dense.crossover(_dense.SPMM_CROSSOVER, "fp32", 32) == 0.18
     assert abs(_dense.crossover(_dense.SPMM_CROSSOVER, "fp32", 64) - 0.15) < 1e-12
     assert _dense.crossover(_dense.SPMM_CROSSOVER, "fp32", 512) == 0.12
-    M, K = 16384, 8192  # large enough for the work rule at N = 32 from d = 0.1
+    M, K = 32768, 16384  # large enough for the work rule (nnz x N >= 1e9) at N = 32 from d = 0.06
     assert _dense.prefer(_dense.SPMM_CROSSOVER, "fp32", M, K, int(0.2 * M * K), 32)
     assert not _dense.prefer(_dense.SPMM_CROSSOVER, "fp32", M, K, int(0.15 * M * K), 32)
     assert _dense.prefer(_dense.SPMM_CROSSOVER, "fp32", M, K, int(0.13 * M * K), 128)
@@ -66,11 +66,11 @@ def test_policy_crossovers():
     assert _dense.prefer(_dense.SPMM_CROSSOVER, "tf32", M, K, int(0.0996 * M * K), 32)
     assert not _dense.prefer(_dense.SPMM_CROSSOVER, "tf32", M, K, int(0.05 * M * K), 32)
     assert _dense.prefer(_dense.SPMM_CROSSOVER, "bf16", M, K, int(0.03 * M * K), 128)
-    # SpMM's work rule, nnz x N >= 4e8: dense enough but too little work (a routed call's ~150 us)
-    assert not _dense.prefer(_dense.SPMM_CROSSOVER, "bf16", 4096, 4096, int(0.2 * 4096 * 4096), 32)
-    assert _dense.prefer(_dense.SPMM_CROSSOVER, "bf16", 4096, 4096, int(0.2 * 4096 * 4096), 128)
-    assert not _dense.prefer(_dense.SPMM_CROSSOVER, "fp32", 4096, 4096, 3_124_999, 128)
-    assert _dense.prefer(_dense.SPMM_CROSSOVER, "fp32", 4096, 4096, 3_125_000, 128)
+    # SpMM's work rule, nnz x N >= 1e9: dense enough but too little work (a routed call's host cost)
+    assert not _dense.prefer(_dense.SPMM_CROSSOVER, "bf16", 8192, 8192, int(0.2 * 8192 * 8192), 32)
+    assert _dense.prefer(_dense.SPMM_CROSSOVER, "bf16", 8192, 8192, int(0.2 * 8192 * 8192), 128)
+    assert not _dense.prefer(_dense.SPMM_CROSSOVER, "tf32", 8192, 8192, 7_812_499, 128)
+    assert _dense.prefer(_dense.SPMM_CROSSOVER, "tf32", 8192, 8192, 7_812_500, 128)
     # SDDMM: TF32 / bf16 only, and larger products (the gather)
     assert _dense.prefer(_dense.SDDMM_CROSSOVER, "tf32", M, K, int(0.0996 * M * K), 128)
     assert not _dense.prefer(_dense.SDDMM_CROSSOVER, "tf32", 4096, 2048, int(0.3 * 4096 * 2048), 128)
@@ -210,7 +210,7 @@ def test_auto_takes_the_route_where_it_wins(monkeypatch, itype):
     _needs_cuda()
     monkeypatch.delenv("GNNSPARSE_DENSE", raising=False)
     monkeypatch.delenv("GNNSPARSE_CUDA_SPMM", raising=False)
-    # matrices of a test's size: the density rule alone (the work rule, nnz x N >= 4e8, would keep
+    # matrices of a test's size: the density rule alone (the work rule, nnz x N >= 1e9, would keep
     # the kernels for all of them; its boundary: test_policy_crossovers and the last check below)
     monkeypatch.setattr(_dense.SPMM_CROSSOVER, "min_work", 0.0)
     A = _gpu_csr(2100, 2050, 0.3, 11, itype=getattr(torch, itype))
@@ -227,7 +227,7 @@ def test_auto_takes_the_route_where_it_wins(monkeypatch, itype):
     assert B.dense_nbytes == 0
     gs.spmm(B, _feats(2050, 128, 2))  # above it at N = 128 (0.12)
     assert B.dense_nbytes > 0
-    # the work rule: B at N = 128 is 0.6e8 gathered elements, under 4e8: the kernels, no copy
+    # the work rule (here at 4e8): B at N = 128 is 0.6e8 gathered elements: the kernels, no copy
     monkeypatch.setattr(_dense.SPMM_CROSSOVER, "min_work", 4e8)
     B.drop_dense()
     gs.spmm(B, _feats(2050, 128, 2))
