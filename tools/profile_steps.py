@@ -114,21 +114,23 @@ def quant(n=1_000_000, e=10_000_000, C=128):
         print(_table(_profile(step), "cuda_time_total"))
 
 
-def models():
+def _example_epochs(dev, nodes, edges):
+    """[(model, "pyg" | "ours", one training epoch, accelerate's report)]: the GCN, GraphSAGE and GIN
+    of examples/accelerate.py (its widths; a node graph of `nodes` / `edges`, its 64-graph batch for
+    GIN), PyG's and an accelerated copy with the same weights, each with its own Adam."""
     import gnnsparse.torch as gst
 
     ex = runpy.run_path(os.path.join(ROOT, "examples", "accelerate.py"), run_name="example")
-    dev = torch.device("cuda")
     gen = torch.Generator().manual_seed(0)
-    x, ei, y = ex["node_data"](169343, 1166243, 128, 7, dev, gen)
+    x, ei, y = ex["node_data"](nodes, edges, 128, 7, dev, gen)
     xb, eib, batch, yb = ex["graph_batch"](64, 30, 60, 128, 2, dev, gen)
-    # the models and widths of examples/accelerate.py
     cases = {"GCN": (ex["GCN"](128, 16, 7), (x, ei), y), "GraphSAGE": (ex["SAGE"](128, 64, 7), (x, ei), y),
              "GIN": (ex["GIN"](128, 32, 2, num_layers=3), (xb, eib, batch, 64), yb)}
+    runs = []
     for name, (m, args, yy) in cases.items():
         m = m.to(dev)
         mm = copy.deepcopy(m)
-        print(gst.accelerate(mm))
+        report = gst.accelerate(mm)
         for tag, model in (("pyg", m), ("ours", mm)):
             opt = torch.optim.Adam(model.parameters(), lr=0.01)
             model.train()
@@ -138,13 +140,21 @@ def models():
                 F.cross_entropy(model(*args), yy).backward()
                 opt.step()
 
-            prof = _timed_profile(ep, f"{name} {tag}, per epoch", 20)
-            # kernels and copies only (key_averages' totals also count annotated ranges such as the
-            # optimizer step's, which double-counts their kernels)
-            gpu = sum(e.device_time_total for e in prof.events() if e.device_type.name == "CUDA") / PROFILED
-            print(f"GPU time / epoch {gpu / 1e3:.2f} ms (profiled)")
-            print(_table(prof, "self_cpu_time_total", 25))
-            print(_table(prof, "self_cuda_time_total", 15))
+            runs.append((name, tag, ep, report))
+    return runs
+
+
+def models():
+    for name, tag, ep, report in _example_epochs(torch.device("cuda"), 169343, 1166243):
+        if tag == "pyg":
+            print(report)
+        prof = _timed_profile(ep, f"{name} {tag}, per epoch", 20)
+        # kernels and copies only (key_averages' totals also count annotated ranges such as the
+        # optimizer step's, which double-counts their kernels)
+        gpu = sum(e.device_time_total for e in prof.events() if e.device_type.name == "CUDA") / PROFILED
+        print(f"GPU time / epoch {gpu / 1e3:.2f} ms (profiled)")
+        print(_table(prof, "self_cpu_time_total", 25))
+        print(_table(prof, "self_cuda_time_total", 15))
 
 
 def _train_net(model, t, init, quant):
@@ -615,14 +625,6 @@ def ops(top=8):
 
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    import gnnsparse.torch as gst
-
-    ex = runpy.run_path(os.path.join(ROOT, "examples", "accelerate.py"), run_name="example")
-    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    gen = torch.Generator().manual_seed(0)
-    x, ei, y = ex["node_data"](2000, 12000, 128, 7, dev, gen)
-    xb, eib, batch, yb = ex["graph_batch"](64, 30, 60, 128, 2, dev, gen)
-
     class Count(TorchDispatchMode):
         def __init__(self):
             super().__init__()
@@ -632,28 +634,14 @@ def ops(top=8):
             self.c[str(func).replace("aten.", "")] += 1
             return func(*args, **(kwargs or {}))
 
-    cases = {"GCN": (ex["GCN"](128, 16, 7), (x, ei), y), "GraphSAGE": (ex["SAGE"](128, 64, 7), (x, ei), y),
-             "GIN": (ex["GIN"](128, 32, 2, num_layers=3), (xb, eib, batch, 64), yb)}
-    for name, (m, args, yy) in cases.items():
-        m = m.to(dev)
-        mm = copy.deepcopy(m)
-        gst.accelerate(mm)
-        for tag, model in (("pyg", m), ("ours", mm)):
-            opt = torch.optim.Adam(model.parameters(), lr=0.01)
-            model.train()
-
-            def ep(model=model, opt=opt, args=args, yy=yy):
-                opt.zero_grad()
-                F.cross_entropy(model(*args), yy).backward()
-                opt.step()
-
-            for _ in range(3):
-                ep()
-            with Count() as c:
-                ep()
-            n_opt = sum(1 for _ in model.parameters())
-            print(f"{name:9s} {tag:4s} {sum(c.c.values()):4d} ops per epoch ({n_opt} parameters for Adam); "
-                  + ", ".join(f"{k} {v}" for k, v in c.c.most_common(top)))
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    for name, tag, ep, _ in _example_epochs(dev, 2000, 12000):
+        for _ in range(3):
+            ep()
+        with Count() as c:
+            ep()
+        print(f"{name:9s} {tag:4s} {sum(c.c.values()):4d} ops per epoch; "
+              + ", ".join(f"{k} {v}" for k, v in c.c.most_common(top)))
 
 
 def main():
