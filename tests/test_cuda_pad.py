@@ -32,6 +32,9 @@ def test_vector_width_rule(monkeypatch):
     assert _ops._vector_width(CUDA, "float64", 47) == 47
     assert _ops._vector_width(CUDA, "bfloat16", 47) == 47
     assert _ops._vector_width(SYCL, "float32", 47) == 47
+    monkeypatch.setenv("GNNSPARSE_CUDA_PAD", "ops")  # copies in the calls, not in the torch layers
+    assert _ops._vector_width(CUDA, "float32", 47) == 48
+    assert _ops.vector_width("cuda", "float32", 47, layer=True) == 47
     monkeypatch.setenv("GNNSPARSE_CUDA_PAD", "off")
     assert _ops._vector_width(CUDA, "float32", 47) == 47
     monkeypatch.setenv("GNNSPARSE_CUDA_PAD", "yes")

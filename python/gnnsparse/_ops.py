@@ -371,16 +371,24 @@ def _vector_width(b, dt: str, w: int) -> int:
     are copied with zero columns added, and the output (and SpMM's arg) is cut back: two extra
     passes over an (n, w) array against a walk of all edges. Zeros add +0 to every sum and dot, and
     the padded columns of a max / min are cut away, so the values are the padded walk's. On by
-    default (GNNSPARSE_CUDA_PAD=off keeps the scalar walks): on the H200
+    default (GNNSPARSE_CUDA_PAD=off keeps the scalar walks; =ops pads here but not in the torch
+    layers' projections, see vector_width): on the H200
     (2026-12-06, bench/gat_widths.py --widths 47,48) the padded calls at 47 columns took 18.7 /
     11.4 / 14.6 ms against 25.6 / 23.1 / 20.7 (48 columns: 17.9 / 10.6 / 13.6), and the products
     GAT epoch 215 ms against 240 (float32) and 156 against 180 (int8), the same accuracy."""
-    if b.name != "cuda" or dt != "float32" or w % 4 == 0 or w < PAD_MIN_WIDTH:
+    return vector_width(b.name, dt, w)
+
+
+def vector_width(backend: str, dt: str, w: int, layer: bool = False) -> int:
+    """_vector_width by backend name and dtype name. layer=True: what the torch layers ask before
+    they form their projected features (at this width, with zero columns, so that none of their
+    calls pads a copy); GNNSPARSE_CUDA_PAD=ops leaves the layers at w (the calls pad copies)."""
+    if backend != "cuda" or dt != "float32" or w % 4 == 0 or w < PAD_MIN_WIDTH:
         return w
     mode = os.environ.get("GNNSPARSE_CUDA_PAD", "on").strip().lower() or "on"
-    if mode not in ("on", "off"):
-        raise ValueError(f"GNNSPARSE_CUDA_PAD={mode!r}: choose on or off")
-    return w + (-w) % 4 if mode == "on" else w
+    if mode not in ("on", "ops", "off"):
+        raise ValueError(f"GNNSPARSE_CUDA_PAD={mode!r}: choose on, ops or off")
+    return w + (-w) % 4 if mode == "on" or (mode == "ops" and not layer) else w
 
 
 def _pad_to_vector(b, dt: str, w: int, *xs):

@@ -40,8 +40,8 @@ from torch.nn import Parameter
 from . import _library as L
 from . import functional as gf
 from .graph import GraphTensors, build, self_loops
-from .nn import (GATConv, _derived, _from_pyg_finish, _glorot_param, _GlorotLinear, _kept_edges, _pyg_in_channels,
-                 graph_of)
+from .nn import (GATConv, _derived, _from_pyg_finish, _glorot_param, _GlorotLinear, _head_width, _kept_edges, _project,
+                 _pyg_in_channels, graph_of)
 
 __all__ = ["TransformerConv", "GATv2Conv"]
 
@@ -224,9 +224,13 @@ class TransformerConv(torch.nn.Module):
             raise ValueError("TransformerConv got edge_attr but was built without edge_dim")
         if edge_attr is None and self.lin_edge is not None:
             raise ValueError(f"TransformerConv was built with edge_dim={self.edge_dim}: pass edge_attr")
-        q = self.lin_query(x_dst).view(-1, H, C) * (1.0 / math.sqrt(C))
-        k = self.lin_key(x_src).view(-1, H, C)
-        v = self.lin_value(x_src).view(-1, H, C)
+        Cp = C  # at an odd C on CUDA: q, k, v with zero columns (nn._head_width), no padded copies
+        if edge_attr is None:
+            Cp = min(_head_width(x, lin, C) for x, lin in ((x_dst, self.lin_query), (x_src, self.lin_key),
+                                                          (x_src, self.lin_value)))
+        q = _project(x_dst, self.lin_query, H, C, Cp) * (1.0 / math.sqrt(C))
+        k = _project(x_src, self.lin_key, H, C, Cp)
+        v = _project(x_src, self.lin_value, H, C, Cp)
         g = graph_of(edge_index, x_src, x_src.shape[0], x_dst.shape[0]).with_val(None)
         want_alpha = isinstance(return_attention_weights, bool)
         drop = self.dropout > 0 and self.training
@@ -244,6 +248,8 @@ class TransformerConv(torch.nn.Module):
             out, alpha = gf.fusedmm(g, q, k, v, "dot", "softmax", return_edges=True)
         else:
             out = gf.fusedmm(g, q, k, v, "dot", "softmax")
+        if Cp != C:
+            out = out[..., :C]
         out = out.reshape(-1, H * C) if self.concat else out.mean(1)
         if self.root_weight:
             x_r = self.lin_skip(x_dst)

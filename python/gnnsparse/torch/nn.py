@@ -149,6 +149,39 @@ class _GlorotLinear(torch.nn.Linear):
             torch.nn.init.zeros_(self.bias)
 
 
+# ---------------------------------------------------------------- projected widths
+def _head_width(x: Tensor, lin, C: int) -> int:
+    """The per-head width at which a layer forms its projected features lin(x): C, or, where the
+    CUDA kernels would run a call at C on zero-padded copies (float32 on CUDA, C not a multiple of
+    4, C >= 16, GNNSPARSE_CUDA_PAD on: gnnsparse._ops.vector_width), C rounded up to the 4-float
+    vector. The projection then writes the zero columns itself (_project), so no sparse call of the
+    layer, forward or backward, copies an (N, H, C) array to pad it or cuts its output back; the
+    layer returns the first C columns of each head. Only for a plain Linear (whose forward is
+    F.linear of its weight and bias)."""
+    if type(lin) not in (torch.nn.Linear, _GlorotLinear):
+        return C
+    return _vector_width(x.device.type, "float32" if x.dtype == torch.float32 else str(x.dtype), C)
+
+
+def _vector_width(device_type: str, dt: str, C: int) -> int:
+    from .._ops import vector_width
+
+    return vector_width(device_type, dt, C, layer=True)
+
+
+def _project(x: Tensor, lin, H: int, C: int, Cp: int) -> Tensor:
+    """lin(x) as (N, H, Cp): each head's C columns, followed by Cp - C zero columns when Cp > C (the
+    weight's (H * C, in) rows and the bias are padded per head: small copies per call, and the
+    zeros get no gradient back into the parameters)."""
+    if Cp == C:
+        return lin(x).view(-1, H, C)
+    w, b = lin.weight, lin.bias
+    w = F.pad(w.view(H, C, w.shape[-1]), (0, 0, 0, Cp - C)).view(H * Cp, w.shape[-1])
+    if b is not None:
+        b = F.pad(b.view(H, C), (0, Cp - C)).view(H * Cp)
+    return F.linear(x, w, b).view(-1, H, Cp)
+
+
 # ---------------------------------------------------------------- from PyG
 # Each layer's classmethod from_pyg(module) returns the layer equivalent to a torch_geometric conv
 # (gnnsparse.torch.accelerate calls it); these helpers are shared by every from_pyg.
@@ -287,8 +320,11 @@ class GCNConv(torch.nn.Module):
             if self.cached:
                 # torch.compile can keep a plain tuple as the module's state (not a NamedTuple)
                 self._cached_graph = tuple(g) if _tracing() else g
-        x = self.lin(x)
-        out = gf.spmm(g, x, "sum")
+        C = self.out_channels
+        Cp = _head_width(x, self.lin, C)
+        out = gf.spmm(g, _project(x, self.lin, 1, C, Cp).view(-1, Cp), "sum")
+        if Cp != C:
+            out = out[:, :C]  # the zero columns _project added (no padded copy in the SpMM forward or backward)
         if self.bias is not None:
             out = out + self.bias
         return out
@@ -399,14 +435,16 @@ class GATConv(torch.nn.Module):
         out_channels); with return_attention_weights=True also (edge_index with self loops, alpha
         (E', heads)), as PyG. Without the attention weights the whole chain runs as one fused call."""
         H, C = self.heads, self.out_channels
-        res = None
+        Cp, res = C, None
         if isinstance(x, Tensor):
             if x.dim() != 2:
                 raise ValueError("GATConv takes x of shape (N, F)")
             if self.res is not None:
                 res = self.res(x)
             if self.lin is not None:
-                x_src = x_dst = self.lin(x).view(-1, H, C)
+                # at an odd C the features get zero columns up to the kernels' vector (_head_width)
+                Cp = _head_width(x, self.lin, C)
+                x_src = x_dst = _project(x, self.lin, H, C, Cp)
             else:
                 x_src, x_dst = self.lin_src(x).view(-1, H, C), self.lin_dst(x).view(-1, H, C)
         else:
@@ -427,8 +465,11 @@ class GATConv(torch.nn.Module):
                 raise ValueError(f"GATConv with add_self_loops needs as many source as target nodes, got "
                                  f"{g.num_cols} x {g.num_rows} (n = {n}); pass add_self_loops=False")
             g, take = _derived(g, ("gat_loops", "take"), lambda b: _self_loops(b, "replace"))
-        a_src = (x_src * self.att_src).sum(-1)
-        a_dst = (x_dst * self.att_dst).sum(-1) if x_dst is not None else a_src.new_zeros(g.num_rows, H)
+        att_src, att_dst = self.att_src, self.att_dst
+        if Cp != C:
+            att_src, att_dst = F.pad(att_src, (0, Cp - C)), F.pad(att_dst, (0, Cp - C))
+        a_src = (x_src * att_src).sum(-1)
+        a_dst = (x_dst * att_dst).sum(-1) if x_dst is not None else a_src.new_zeros(g.num_rows, H)
         edge_term = None
         if edge_attr is not None and self.lin_edge is not None:
             edge_term = self._edge_scores(take, g0, edge_attr)
@@ -446,6 +487,8 @@ class GATConv(torch.nn.Module):
             out = gf.spmm_heads(g, alpha_d, x_src)
         else:
             out = gf.fusedmm(g, a_dst, a_src, x_src, "add", L.GAT_EDGE, self.negative_slope)
+        if Cp != C:
+            out = out[..., :C]
         out = out.reshape(-1, H * C) if self.concat else out.mean(1)
         if res is not None:
             out = out + res
