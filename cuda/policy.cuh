@@ -659,26 +659,6 @@ struct QSpmmTuning {
 };
 template <int CPL> constexpr int qspmm_unroll() { return CPL == 16 ? 4 : 8; }
 
-// Short int8 rows: 16-feature vectors put C / 16 lanes on a row (8 at C = 128), so a warp holds
-// several rows of different lengths (its lanes idle past the shorter ones: 16.9 of 32 active on the
-// arxiv-sized graph, ncu 2026-12-07) and each lane keeps 16 accumulators under the 64-register cap
-// (spilling). Rows too short for an edge split (average < 2 kMinEdgesPerLane) take 4-feature
-// vectors instead when C / 4 fits a warp: one row per group of up to 32 lanes, 4 accumulators and 8
-// edges in flight per lane, the same bytes per edge. GNNSPARSE_CUDA_QSPMM_CPL=16|4 forces a width
-// the data allows (bench). cpl: what the alignment allows (plan_cpl).
-inline int qspmm_cpl(int bits, int cpl, int64_t C, int64_t M, int64_t nnz) {
-  const int64_t force = hub_override("GNNSPARSE_CUDA_QSPMM_CPL", 0);
-  if (force != 0) {
-    if (force != 16 && force != 4)
-      throw std::invalid_argument("gnnsparse cuda: GNNSPARSE_CUDA_QSPMM_CPL must be 16 or 4, got " +
-                                  std::to_string(force));
-    return cpl == 16 ? static_cast<int>(force) : cpl;
-  }
-  const int64_t avg = M > 0 ? nnz / M : 0;
-  if (bits == 8 && cpl == 16 && avg < 2 * QSpmmTuning::kMinEdgesPerLane && C / 4 <= 32) return 4;
-  return cpl;
-}
-
 struct QSpmmPlan {
   int cpl = 1;        // features per vector load
   int col_lanes = 1;  // Gc

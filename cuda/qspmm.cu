@@ -455,8 +455,8 @@ int row_block_threads(int dflt);  // spmm.cu: GNNSPARSE_CUDA_ROW_BLOCK, else dfl
 // The plan, with the row kernel's grid for the block size in force (row_block_threads).
 inline QSpmmPlan qspmm_plan(const QSpmmArgs& a) {
   const int64_t C = a.X.C, D = C / a.H;
-  const int cpl = qspmm_cpl(a.X.bits, plan_cpl(a.X.bits, a.X.data, C, D), C, a.A.M, a.A.nnz);
-  QSpmmPlan p = plan_qspmm(a.A.M, a.A.nnz, C, a.A.max_degree, cpl, aligned16(a.Y));
+  QSpmmPlan p =
+      plan_qspmm(a.A.M, a.A.nnz, C, a.A.max_degree, plan_cpl(a.X.bits, a.X.data, C, D), aligned16(a.Y));
   const int64_t groups = row_block_threads(QSpmmTuning::kRowBlockThreads) / (p.col_lanes * p.edge_parts);
   p.row_blocks = (a.A.M + groups - 1) / groups;
   return p;

@@ -371,34 +371,6 @@ def test_qsddmm_dot(dev, rng, bx, by):
             np.testing.assert_allclose(E, R, rtol=3e-7, atol=1e-6 * max(1.0, np.abs(R).max(initial=0)))
 
 
-def test_qspmm_cpl_knob(dev, rng, monkeypatch):
-    """GNNSPARSE_CUDA_QSPMM_CPL (CUDA: features per lane of the SpMM, 16 or 4; short int8 rows take
-    4 by default) changes the schedule, never the bits: float outputs, args and the quantized
-    output of a DelayedScale; short rows, rows long enough for an edge split, a hub; a bad value is
-    named."""
-    for M, K, deg, hub, weighted in ((300, 200, 6.0, 0, False), (120, 90, 40.0, 0, True), (130, 200, 3.0, 1500, True)):
-        A = dev.csr(_graph(rng, M, K, deg, hub, weighted, np.int64 if hub else np.int32))
-        for C in (32, 128):
-            Q = gs.quantize(dev.put(rand(rng, K, C)), 8, seed=C)
-            got = {}
-            for cpl in ("", "16", "4"):
-                monkeypatch.setenv("GNNSPARSE_CUDA_QSPMM_CPL", cpl)
-                ys = [host(gs.quant.spmm(A, Q, red)) for red in ("sum", "mean")]
-                ys += [host(t) for t in gs.quant.spmm(A, Q, "max", return_arg=True)]
-                st = gs.quant.DelayedScale(8)
-                for step in range(2):  # the calibrating call, then one with the delayed scale
-                    Qo = gs.quant.spmm(A, Q, out=st, seed=5 + step)
-                    ys += [host(Qo.data), host(Qo.scale)]
-                got[cpl] = ys
-            for cpl in ("16", "4"):
-                for a, b in zip(got[cpl], got[""]):
-                    np.testing.assert_array_equal(a, b)
-    if dev.name == "cuda":
-        monkeypatch.setenv("GNNSPARSE_CUDA_QSPMM_CPL", "8")
-        with pytest.raises(ValueError, match="GNNSPARSE_CUDA_QSPMM_CPL"):
-            gs.quant.spmm(A, Q)
-
-
 def test_qsddmm_dot_lanes_knob(dev, rng, monkeypatch):
     """GNNSPARSE_CUDA_QSDDMM_LANES (CUDA: lanes per edge, the heads side by side) changes the
     schedule, never the bits; a bad value is named."""
