@@ -242,6 +242,48 @@ def test_elu_dropout(device, monkeypatch):
         qa.elu_dropout(h, 1.0)
 
 
+def test_elu_dropout_in_place(device):
+    """elu_dropout_ writes dropout(elu(h)) into h (the mask drawn by bernoulli: recovered from the
+    output's zeros), saves h and the mask as bits, and its gradient is elu_dropout's with that
+    mask; a leaf, a view or eval mode are handled; a backward that saved h raises."""
+    h0 = torch.randn(300, 17, generator=torch.Generator().manual_seed(0)).to(device)
+    g = torch.randn(300, 17, generator=torch.Generator().manual_seed(2)).to(device)
+    w = torch.ones(1, device=device, requires_grad=True)
+    h = h0 * w  # not a leaf; the product saves w, not h
+    ptr = h.data_ptr()
+    torch.manual_seed(1)
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        y = qa.elu_dropout_(h, 0.4, True)
+    assert y is h and y.data_ptr() == ptr
+    keep = y != 0
+    assert 0.5 < keep.float().mean().item() < 0.7
+    want_y = torch.nn.functional.elu(h0) * keep / 0.6
+    torch.testing.assert_close(y.detach(), want_y, rtol=1e-6, atol=1e-7)
+    assert sorted(str(t.dtype) for t in saved if t.numel() > 1) == ["torch.float32", "torch.uint8"]
+    y.backward(g)
+    want_g = (g * keep / 0.6 * torch.where(h0 > 0, 1.0, torch.exp(h0)) * h0).sum()  # d h / d w = h0
+    torch.testing.assert_close(w.grad[0], want_g, rtol=1e-5, atol=1e-5)
+    torch.manual_seed(1)  # seeded: the same mask again
+    assert torch.equal(qa.elu_dropout_(h0.clone(), 0.4, True) != 0, keep)
+    # a leaf that requires grad and a view take the out-of-place path; eval: elu in place
+    leaf = h0.clone().requires_grad_()
+    assert qa.elu_dropout_(leaf, 0.4, True) is not leaf
+    base = h0.clone()
+    assert qa.elu_dropout_(base[:, :5], 0.4, True).data_ptr() != base.data_ptr()
+    e = h0.clone()
+    assert qa.elu_dropout_(e, 0.4, False) is e and torch.equal(e, torch.nn.functional.elu(h0))
+    # h saved by another backward: autograd raises instead of a wrong gradient
+    v = h0.clone().requires_grad_()
+    s = v * 2
+    t = s * s  # saves s
+    qa.elu_dropout_(s, 0.4, True)
+    with pytest.raises(RuntimeError, match="inplace"):
+        t.sum().backward()
+    with pytest.raises(ValueError, match="dropout"):
+        qa.elu_dropout_(h0.clone(), 1.0)
+
+
 @pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 63, 64, 65, 1000])
 @pytest.mark.parametrize("chunk", [8, 16, 1 << 23])
 def test_mask_bits_round_trip(device, monkeypatch, n, chunk):

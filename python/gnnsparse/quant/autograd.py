@@ -53,7 +53,7 @@ from .ops import spmm as qspmm
 
 __all__ = ["linear", "spmm", "spmm_heads", "sddmm_add", "next_seed", "LayerScales", "gcn_layer", "gat_project",
            "gat_logits", "gat_aggregate", "gat_attend", "leaky_relu", "leaky_edge_softmax", "spmm_float",
-           "relu_dropout", "elu_dropout"]
+           "relu_dropout", "elu_dropout", "elu_dropout_"]
 
 
 def next_seed() -> int:
@@ -670,6 +670,42 @@ class _EluDropout(torch.autograd.Function):
             torch.ops.aten.elu_backward.grad_input(_masked_scale(gc, kc, ctx.scale), 1.0, 1.0, 1.0, True,
                                                    oc.div(ctx.scale), grad_input=dc)
         return dh, None
+
+
+class _EluDropoutInplace(_EluDropout):
+    @staticmethod
+    def forward(ctx, h, p):
+        keep = torch.empty(h.shape, dtype=torch.bool, device=h.device).bernoulli_(1.0 - p)
+        scale = 1.0 / (1.0 - p)
+        torch.ops.aten.elu_(h, 1.0, scale, 1.0)  # scale * elu(h), in place
+        h.mul_(keep)
+        ctx.mark_dirty(h)
+        ctx.save_for_backward(h, _pack_mask(keep))
+        ctx.scale = scale
+        return h
+
+
+def elu_dropout_(h: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
+    """elu_dropout in place: h becomes dropout(elu(h)) and is returned (torch's trailing-underscore
+    convention: the caller gives h up; anything else holding h sees the new values, and a backward
+    that saved h raises). Saves h and the mask as bits, as elu_dropout; at the forward it holds h
+    and a boolean mask instead of h, elu(h), the output and the mask (products-sized GAT: 2.4 GB
+    less at that point). The mask is drawn by torch's generator (bernoulli, as relu_dropout), not
+    F.dropout's draws; the backward is elu_dropout's. Outside training (or p = 0): elu in place.
+    h must not be a leaf that requires grad, nor a view (autograd's rules for in-place ops); such
+    an h, or one under torch.compile, goes through elu_dropout (out of place)."""
+    p = float(p)
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout probability must be in [0, 1), got {p}")
+    if (h._base is not None or (h.is_leaf and h.requires_grad) or not h.is_contiguous()
+            or torch.compiler.is_compiling()):
+        return elu_dropout(h, p, training)
+    if not training or p == 0.0:
+        return F.elu(h, inplace=True)
+    if not (torch.is_grad_enabled() and h.requires_grad):
+        keep = torch.empty(h.shape, dtype=torch.bool, device=h.device).bernoulli_(1.0 - p)
+        return torch.ops.aten.elu_(h, 1.0, 1.0 / (1.0 - p), 1.0).mul_(keep)
+    return _EluDropoutInplace.apply(h, p)
 
 
 def elu_dropout(h: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:

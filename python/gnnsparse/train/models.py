@@ -98,9 +98,9 @@ class Net(torch.nn.Module):
 
             h = relu_dropout(h, self.dropout, self.training)
         elif self.quant and self.kind == "gat":  # elu and dropout saving their output and one mask
-            from ..quant.autograd import elu_dropout
+            from ..quant.autograd import elu_dropout_
 
-            h = elu_dropout(h, self.dropout, self.training)
+            h = elu_dropout_(h, self.dropout, self.training)  # in place: conv1's output is used only here
         else:
             h = F.elu(h) if self.kind in ("gat", "gatv2") else F.relu(h)
             h = F.dropout(h, p=self.dropout, training=self.training)
