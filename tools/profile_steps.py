@@ -32,6 +32,11 @@
                                            # (torch.cuda.memory's history, replayed)
     python tools/profile_steps.py ops      # the aten ops one epoch dispatches, PyG's model vs accelerated
                                            # (examples/accelerate.py's GCN, GraphSAGE, GIN; CPU too)
+    python tools/profile_steps.py host     # `gnnsparse train`'s GAT and GCN (--model), float32 and int8,
+                                           # on the arxiv-sized graph: per step the host's launch time,
+                                           # the wall time back to back and with a sync per step (what
+                                           # `train` times), the host-device synchronizations (and
+                                           # where), the aten ops dispatched (CPU too: --device cpu)
     python tools/profile_steps.py rss      # `train --model gcn --quant 8 --compare fp32` on a products-
                                            # like graph of --nodes nodes on the CPU: each run's peak RSS
                                            # (Linux; the peak is reset before each run)
@@ -42,9 +47,11 @@ build (`models` also torch_geometric; `model` runs anywhere).
 from __future__ import annotations
 
 import argparse
+import collections
 import copy
 import os
 import runpy
+import statistics
 import time
 
 import numpy as np
@@ -644,16 +651,111 @@ def ops(top=8):
               + ", ".join(f"{k} {v}" for k, v in c.c.most_common(top)))
 
 
+def host(models=("gat", "gcn"), device="cuda", steps=20):
+    """Per training step of `gnnsparse train`'s models, float32 and int8: host launch time (steps
+    back to back, no sync), wall time back to back, wall time with a sync around each step (as
+    `train` times an epoch), the synchronizations of one step under
+    torch.cuda.set_sync_debug_mode("warn") with the frames that led to each, and the aten ops one
+    step dispatches. A step whose synced time exceeds its back-to-back time by about its host time
+    is host-bound: the GPU waits for launches."""
+    import traceback
+    import warnings
+
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from gnnsparse.train import data as tdata
+    from gnnsparse.train.loop import fresh_graph, initial_state, prepare
+
+    dev = torch.device(device)
+    cuda = dev.type == "cuda"
+    sync = (lambda: torch.cuda.synchronize(dev)) if cuda else (lambda: None)
+    nd = tdata.arxiv_like(0) if cuda else tdata.synthetic(3000, 20000, 128, 40, seed=0, name="small")
+    print(f"{nd.name}: {nd.x.shape[0]:,} nodes, {nd.edge_index.shape[1]:,} edges, on {dev}")
+
+    class Count(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.c = collections.Counter()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.c[str(func.overloadpacket).replace("aten.", "")] += 1
+            return func(*args, **(kwargs or {}))
+
+    for model in models:
+        t0 = prepare(nd, dev, model, edge_index=False)
+        init = initial_state(model, t0, 128, 4, 0, 0.5, None)
+        for quant in (None, 8):
+            t = fresh_graph(t0)
+            net, opt = _train_net(model, t, init, quant)
+            x, y, tr = t["x"], t["y"], t["train"]
+
+            def step():
+                net.train()
+                opt.zero_grad(set_to_none=True)
+                out = net(x, t["csr"])
+                loss = F.cross_entropy(out.index_select(0, tr), y.index_select(0, tr))
+                del out
+                loss.backward()
+                opt.step()
+
+            for _ in range(4):
+                step()
+            sync()
+            where = collections.Counter()
+
+            def show(message, category, filename, lineno, file=None, line=None):
+                if "prototype" in str(message):
+                    return
+                st = [f for f in traceback.extract_stack()[:-1]
+                      if "site-packages/torch/" not in f.filename and "warnings.py" not in f.filename]
+                where[tuple(f"{f.filename.split('/')[-1]}:{f.lineno}" for f in st[-4:])] += 1
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("always")
+                warnings.showwarning = show
+                if cuda:
+                    torch.cuda.set_sync_debug_mode("warn")
+                try:
+                    step()
+                finally:
+                    if cuda:
+                        torch.cuda.set_sync_debug_mode(0)
+            sync()
+            t1 = time.perf_counter()
+            for _ in range(steps):
+                step()
+            launched = (time.perf_counter() - t1) / steps
+            sync()
+            wall = (time.perf_counter() - t1) / steps
+            each = []
+            for _ in range(steps):
+                sync()
+                t2 = time.perf_counter()
+                step()
+                sync()
+                each.append(time.perf_counter() - t2)
+            with Count() as c:
+                step()
+            name = f"{model} {'int8' if quant else 'float32'}"
+            print(f"{name:12s} ms per step: host launch {1e3 * launched:.2f}, back to back {1e3 * wall:.2f}, "
+                  f"synced each step (as train) {1e3 * statistics.median(each):.2f}; "
+                  f"{sum(where.values())} syncs; {sum(c.c.values())} aten ops: "
+                  + ", ".join(f"{k} {v}" for k, v in c.c.most_common(8)))
+            for k, v in where.most_common(6):
+                print(f"    sync x{v}: {' < '.join(reversed(k))}")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("what", choices=("quant", "models", "memory", "transformer", "model", "rss", "epoch", "route",
-                                    "held", "peak", "ops"))
+                                    "held", "peak", "ops", "host"))
     p.add_argument("--size", choices=("arxiv", "products"), default="arxiv", help="memory, epoch: the graph (default arxiv)")
     p.add_argument("--nodes", type=int, default=300_000, help="rss: nodes of the products-like graph")
     p.add_argument("--runs", default="float32,int8", help="epoch: which runs (float32, int8)")
     p.add_argument("--reps", type=int, default=5, help="epoch: timed epochs per run")
     p.add_argument("--model", choices=("gcn", "gat"), default=None,
                    help="memory, epoch: the model (default: epoch gcn; memory gcn and gat, products gcn)")
+    p.add_argument("--device", default="cuda", help="host: cuda (default) or cpu")
     p.add_argument("--variant", action="append", default=None,
                    help='epoch: environment settings of one variant, "NAME=VALUE,..." (repeatable; default: as set)')
     a = p.parse_args()
@@ -665,6 +767,8 @@ def main():
         return held(a.model or "gat")
     if a.what == "ops":
         return ops()
+    if a.what == "host":
+        return host(models=(a.model,) if a.model else ("gat", "gcn"), device=a.device)
     if not torch.cuda.is_available():
         raise SystemExit("needs a CUDA GPU")
     if a.what == "memory":
