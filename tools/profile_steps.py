@@ -164,6 +164,24 @@ def models():
         print(_table(prof, "self_cuda_time_total", 15))
 
 
+def _train_step(net, opt, t):
+    """One training step of `gnnsparse train`'s loop on t (forward over t's CSR, cross entropy on the
+    train split, backward, optimizer step), as a function of no arguments."""
+    x, y, tr, graph = t["x"], t["y"], t["train"], t["csr"]
+
+    def step():
+        net.train()
+        opt.zero_grad(set_to_none=True)
+        out = net(x, graph)
+        loss = F.cross_entropy(out.index_select(0, tr), y.index_select(0, tr))
+        del out  # (n, classes): not needed by the backward
+        loss.backward()
+        del loss
+        opt.step()
+
+    return step
+
+
 def _train_net(model, t, init, quant):
     """`gnnsparse train`'s model (hidden 128, 4 heads, dropout 0.5; quant: None or the first layer's
     bits) with the weights `init`, on t's device, and its Adam optimizer."""
@@ -569,18 +587,7 @@ def peak(size="products", model="gat", top=16):
     for quant in (None, 8):
         t = fresh_graph(t0)
         net, opt = _train_net(model, t, init, quant)
-        x, y, tr = t["x"], t["y"], t["train"]
-
-        def step():
-            net.train()
-            opt.zero_grad(set_to_none=True)
-            out = net(x, t["csr"])
-            loss = F.cross_entropy(out.index_select(0, tr), y.index_select(0, tr))
-            del out
-            loss.backward()
-            del loss
-            opt.step()
-
+        step = _train_step(net, opt, t)
         step()
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
@@ -687,17 +694,7 @@ def host(models=("gat", "gcn"), device="cuda", steps=20):
         for quant in (None, 8):
             t = fresh_graph(t0)
             net, opt = _train_net(model, t, init, quant)
-            x, y, tr = t["x"], t["y"], t["train"]
-
-            def step():
-                net.train()
-                opt.zero_grad(set_to_none=True)
-                out = net(x, t["csr"])
-                loss = F.cross_entropy(out.index_select(0, tr), y.index_select(0, tr))
-                del out
-                loss.backward()
-                opt.step()
-
+            step = _train_step(net, opt, t)
             for _ in range(4):
                 step()
             sync()
