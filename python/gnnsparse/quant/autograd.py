@@ -672,16 +672,21 @@ class _EluDropout(torch.autograd.Function):
         return dh, None
 
 
+def _elu_drop_(h, p):
+    """h <- dropout(elu(h)) in place (scale * elu(h), times a mask drawn by bernoulli); returns the
+    mask (booleans)."""
+    keep = torch.empty(h.shape, dtype=torch.bool, device=h.device).bernoulli_(1.0 - p)
+    torch.ops.aten.elu_(h, 1.0, 1.0 / (1.0 - p), 1.0).mul_(keep)
+    return keep
+
+
 class _EluDropoutInplace(_EluDropout):
     @staticmethod
     def forward(ctx, h, p):
-        keep = torch.empty(h.shape, dtype=torch.bool, device=h.device).bernoulli_(1.0 - p)
-        scale = 1.0 / (1.0 - p)
-        torch.ops.aten.elu_(h, 1.0, scale, 1.0)  # scale * elu(h), in place
-        h.mul_(keep)
+        keep = _elu_drop_(h, p)
         ctx.mark_dirty(h)
         ctx.save_for_backward(h, _pack_mask(keep))
-        ctx.scale = scale
+        ctx.scale = 1.0 / (1.0 - p)
         return h
 
 
@@ -703,8 +708,8 @@ def elu_dropout_(h: torch.Tensor, p: float, training: bool = True) -> torch.Tens
     if not training or p == 0.0:
         return F.elu(h, inplace=True)
     if not (torch.is_grad_enabled() and h.requires_grad):
-        keep = torch.empty(h.shape, dtype=torch.bool, device=h.device).bernoulli_(1.0 - p)
-        return torch.ops.aten.elu_(h, 1.0, 1.0 / (1.0 - p), 1.0).mul_(keep)
+        _elu_drop_(h, p)
+        return h
     return _EluDropoutInplace.apply(h, p)
 
 

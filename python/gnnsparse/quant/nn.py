@@ -172,10 +172,7 @@ class GCNConv(tnn.GCNConv):
         if self._lean(x, edge_index, edge_weight):  # a CSR: operators without GraphTensors (gcn_operators)
             ops = edge_index if isinstance(edge_index, GCNOperators) else gcn_operators(edge_index, x)
             if bits is None:  # lin(x) with zero columns at an odd width on CUDA (tnn._head_width)
-                C = self.out_channels
-                Cp = tnn._head_width(x, self.lin, C)
-                out = qa.spmm_float(ops.A, ops.AT, tnn._project(x, self.lin, 1, C, Cp).view(-1, Cp))
-                out = out[:, :C] if Cp != C else out
+                out = tnn._project_aggregate(x, self.lin, self.out_channels, lambda h: qa.spmm_float(ops.A, ops.AT, h))
             else:
                 out = qa.gcn_layer(ops.A, ops.AT, x, self.lin.weight, bits, self._scales)
             return out + self.bias if self.bias is not None else out

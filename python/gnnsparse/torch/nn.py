@@ -182,6 +182,15 @@ def _project(x: Tensor, lin, H: int, C: int, Cp: int) -> Tensor:
     return F.linear(x, w, b).view(-1, H, Cp)
 
 
+def _project_aggregate(x: Tensor, lin, C: int, aggregate) -> Tensor:
+    """aggregate(lin(x)) (N, C): the projection formed at the head width (_head_width, _project; one
+    head), aggregated by `aggregate` ((N, Cp) -> (M, Cp)), then its first C columns (a view: the zero
+    columns _project added; no padded copy in the sparse call's forward or backward)."""
+    Cp = _head_width(x, lin, C)
+    out = aggregate(_project(x, lin, 1, C, Cp).view(-1, Cp))
+    return out[:, :C] if Cp != C else out
+
+
 # ---------------------------------------------------------------- from PyG
 # Each layer's classmethod from_pyg(module) returns the layer equivalent to a torch_geometric conv
 # (gnnsparse.torch.accelerate calls it); these helpers are shared by every from_pyg.
@@ -320,11 +329,7 @@ class GCNConv(torch.nn.Module):
             if self.cached:
                 # torch.compile can keep a plain tuple as the module's state (not a NamedTuple)
                 self._cached_graph = tuple(g) if _tracing() else g
-        C = self.out_channels
-        Cp = _head_width(x, self.lin, C)
-        out = gf.spmm(g, _project(x, self.lin, 1, C, Cp).view(-1, Cp), "sum")
-        if Cp != C:
-            out = out[:, :C]  # the zero columns _project added (no padded copy in the SpMM forward or backward)
+        out = _project_aggregate(x, self.lin, self.out_channels, lambda h: gf.spmm(g, h, "sum"))
         if self.bias is not None:
             out = out + self.bias
         return out
