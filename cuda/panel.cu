@@ -114,7 +114,8 @@ template <PanelShape S, class I, class Off>
 __global__ void __launch_bounds__(PanelTuning::kBlockThreads, 2)
 spmm_panel_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const float* __restrict__ val,
                   const float* __restrict__ X, float* __restrict__ out, int64_t M, int K, int64_t C,
-                  int64_t col_blocks, int split, int mean) {
+                  int64_t col_blocks, int split, int mean, const bool* __restrict__ skip) {
+  if (skip != nullptr && *skip) return;  // SpmmArgs::skip: the call writes nothing
   constexpr PanelGeom Gm = panel_geom(S);
   constexpr int G = Gm.g, R = Gm.r, VW = Gm.vw, NV = Gm.nv, BN = Gm.bn(), BM = Gm.bm(), BK = Gm.bk();
   constexpr int NT = PanelTuning::kBlockThreads, NG = NT / G;
@@ -314,17 +315,17 @@ void launch_panel(const PanelPlan& p, const SpmmArgs& a, bool mean, cudaStream_t
   const unsigned grid = static_cast<unsigned>(p.blocks());
   if (p.split == 1) {
     kernel<<<grid, PanelTuning::kBlockThreads, smem, stream>>>(rp, cp, vp, xp, yp, M, static_cast<int>(a.A.K), C,
-                                                              p.col_blocks, 1, mean);
+                                                              p.col_blocks, 1, mean, a.skip);
     GS_LAUNCH_CHECK("spmm_panel_kernel");
     return;
   }
   SplitWorkspace ws(static_cast<size_t>(p.split) * static_cast<size_t>(M * C) * sizeof(float), stream);
   kernel<<<grid, PanelTuning::kBlockThreads, smem, stream>>>(rp, cp, vp, xp, ws.get(), M, static_cast<int>(a.A.K), C,
-                                                            p.col_blocks, static_cast<int>(p.split), mean);
+                                                            p.col_blocks, static_cast<int>(p.split), mean, a.skip);
   GS_LAUNCH_CHECK("spmm_panel_kernel");
   const int64_t blocks = std::min<int64_t>((M * C + kCombineThreads - 1) / kCombineThreads, kCombineMaxBlocks);
   panel_combine_kernel<I><<<static_cast<unsigned>(blocks), kCombineThreads, 0, stream>>>(
-      rp, ws.get(), yp, M, C, static_cast<int>(p.split), mean);
+      rp, ws.get(), yp, M, C, static_cast<int>(p.split), mean, a.skip);
   GS_LAUNCH_CHECK("panel_combine_kernel");
 }
 

@@ -35,7 +35,9 @@ __device__ __forceinline__ int64_t group_lower_bound(const I* __restrict__ col, 
 // Y = the slices' partial sums added in slice order (mean divided, empty rows 0).
 template <class I>
 __global__ void panel_combine_kernel(const I* __restrict__ rowptr, const float* __restrict__ part,
-                                     float* __restrict__ Y, int64_t M, int64_t C, int split, int mean) {
+                                     float* __restrict__ Y, int64_t M, int64_t C, int split, int mean,
+                                     const bool* __restrict__ skip) {
+  if (skip != nullptr && *skip) return;  // SpmmArgs::skip: the call writes nothing
   const int64_t MC = M * C;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < MC; e += int64_t(gridDim.x) * blockDim.x) {
     float s = part[e];

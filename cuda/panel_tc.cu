@@ -73,7 +73,8 @@ template <Precision P, int BN, int WM, class I, class Off>
 __global__ void __launch_bounds__(WM * BN, 2)
 spmm_tc_kernel(const I* __restrict__ rowptr, const I* __restrict__ col, const float* __restrict__ val,
                const float* __restrict__ X, float* __restrict__ out, int64_t M, int K, int64_t C,
-               int64_t col_blocks, int split, int mean) {
+               int64_t col_blocks, int split, int mean, const bool* __restrict__ skip) {
+  if (skip != nullptr && *skip) return;  // SpmmArgs::skip: the call writes nothing
   using SM = TcSmem<BN, WM>;
   constexpr int WN = SM::WN, NW = SM::NW, NT = NW * 32, BM = SM::BM, BK = SM::BK;
   constexpr int LDA = SM::LDA, LDX = SM::LDX;
@@ -385,17 +386,18 @@ void launch_tc(const TcPlan& p, const SpmmArgs& a, bool mean, cudaStream_t strea
   const unsigned grid = static_cast<unsigned>(p.blocks());
   constexpr int threads = Gm.threads();
   if (p.split == 1) {
-    kernel<<<grid, threads, smem, stream>>>(rp, cp, vp, xp, yp, M, static_cast<int>(a.A.K), C, p.col_blocks, 1, mean);
+    kernel<<<grid, threads, smem, stream>>>(rp, cp, vp, xp, yp, M, static_cast<int>(a.A.K), C, p.col_blocks, 1, mean,
+                                            a.skip);
     GS_LAUNCH_CHECK("spmm_tc_kernel");
     return;
   }
   SplitWorkspace ws(static_cast<size_t>(p.split) * static_cast<size_t>(M * C) * sizeof(float), stream);
   kernel<<<grid, threads, smem, stream>>>(rp, cp, vp, xp, ws.get(), M, static_cast<int>(a.A.K), C, p.col_blocks,
-                                          static_cast<int>(p.split), mean);
+                                          static_cast<int>(p.split), mean, a.skip);
   GS_LAUNCH_CHECK("spmm_tc_kernel");
   const int64_t blocks = std::min<int64_t>((M * C + kCombineThreads - 1) / kCombineThreads, kCombineMaxBlocks);
   panel_combine_kernel<I><<<static_cast<unsigned>(blocks), kCombineThreads, 0, stream>>>(
-      rp, ws.get(), yp, M, C, static_cast<int>(p.split), mean);
+      rp, ws.get(), yp, M, C, static_cast<int>(p.split), mean, a.skip);
   GS_LAUNCH_CHECK("panel_combine_kernel");
 }
 

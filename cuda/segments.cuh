@@ -78,6 +78,12 @@ __global__ void hub_flag_kernel(const I* __restrict__ rowptr, int64_t M, int64_t
     if (static_cast<int64_t>(rowptr[i + 1]) - static_cast<int64_t>(rowptr[i]) > thr) *flag = 1;
 }
 
+// Clears *flag when *skip holds true (SpmmArgs::skip): every hub kernel then returns at once.
+template <int = 0>
+__global__ void hub_skip_kernel(const bool* __restrict__ skip, int* __restrict__ flag) {
+  if (*skip) *flag = 0;
+}
+
 // rows[2 s] and rows[2 s + 1]: the rows holding segment s's first and last entry (largest r with
 // rowptr[r] <= p). The two binary searches advance together, so their loads overlap.
 template <class I>
@@ -237,10 +243,11 @@ class HubWorkspace {
   }
 
   // Allocates header + map + payload_bytes and launches the flag (when max_deg < 0: unknown) and
-  // map kernels over rows [0, M) (M > 0). geometry() is valid afterwards.
+  // map kernels over rows [0, M) (M > 0). geometry() is valid afterwards. skip (a device flag, or
+  // nullptr): when it holds true the hub flag is cleared, so the whole pass writes nothing.
   template <class I>
   void begin(const SegmentPlan& plan, size_t payload_bytes, const I* rowptr, int64_t M, int64_t nnz,
-             int64_t max_deg, cudaStream_t stream) {
+             int64_t max_deg, cudaStream_t stream, const bool* skip = nullptr) {
     map_bytes_ = static_cast<size_t>(plan.nsegments) * 2 * sizeof(int64_t);
     GS_CUDA_CHECK(cudaMallocAsync(&raw_, kHeader + map_bytes_ + payload_bytes, stream));
     stream_ = stream;
@@ -255,6 +262,10 @@ class HubWorkspace {
       const int64_t blocks = std::min<int64_t>((M + B - 1) / B, SegmentTuning::kFlagMaxBlocks);
       hub_flag_kernel<I><<<static_cast<unsigned>(blocks), B, 0, stream>>>(rowptr, M, plan.thr, flag);
       GS_LAUNCH_CHECK("hub_flag_kernel");
+    }
+    if (skip != nullptr) {
+      hub_skip_kernel<><<<1, 1, 0, stream>>>(skip, flag);
+      GS_LAUNCH_CHECK("hub_skip_kernel");
     }
     segment_map_kernel<I><<<static_cast<unsigned>(plan.map_blocks()), SegmentTuning::kMapThreads, 0, stream>>>(
         rowptr, g_, const_cast<int64_t*>(g_.rows));

@@ -308,9 +308,10 @@ __global__ void __launch_bounds__(SpmmTuning::kBlockThreads, (spmm_row_min_block
 spmm_row_kernel(const I* __restrict__ rowptr, const I* __restrict__ col,
                 const typename ValOf<T>::type* __restrict__ val, const T* __restrict__ X,
                 T* __restrict__ Y, int64_t* __restrict__ argout, int64_t M, int64_t C, int Gc,
-                int P, int64_t hub_thr) {
+                int P, int64_t hub_thr, const bool* __restrict__ skip) {
   using Ag = SpmmAgent<T, I, R, V, TL, true>;
   using A = typename Ag::A;
+  if (skip != nullptr && *skip) return;  // SpmmArgs::skip: the call writes nothing
   const int G = Gc * P;
   const int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / G;
   const int sub = threadIdx.x % G, lane = threadIdx.x % 32;
@@ -379,7 +380,7 @@ void launch_spmm(const SpmmPlan& p, const SpmmArgs& a, cudaStream_t stream) {
     const cudaStream_t hub = hs.stream();
     const size_t slots = static_cast<size_t>(p.hub.nsegments) * 2 * static_cast<size_t>(C);
     ws.begin(p.hub, slots * sizeof(A) + (has_arg ? slots * sizeof(int64_t) : 0), rp, M, nnz, a.A.max_degree,
-             hub);
+             hub, a.skip);
     A* wsv = ws.payload<A>();
     int64_t* wsa = has_arg ? ws.payload<int64_t>(slots * sizeof(A)) : nullptr;
     const dim3 grid(static_cast<unsigned>(p.segment_blocks), static_cast<unsigned>(p.col_blocks));
@@ -394,7 +395,7 @@ void launch_spmm(const SpmmPlan& p, const SpmmArgs& a, cudaStream_t stream) {
   check_grid("spmm", {row_blocks}, p.col_blocks);
   const dim3 grid(static_cast<unsigned>(row_blocks), static_cast<unsigned>(p.col_blocks));
   spmm_row_kernel<T, I, R, V, TL><<<grid, threads, 0, stream>>>(
-      rp, cp, vp, xp, yp, a.arg, M, C, p.col_lanes, p.edge_parts, p.hub.row_limit());
+      rp, cp, vp, xp, yp, a.arg, M, C, p.col_lanes, p.edge_parts, p.hub.row_limit(), a.skip);
   GS_LAUNCH_CHECK("spmm_row_kernel");
   hs.join();
 }

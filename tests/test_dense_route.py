@@ -15,6 +15,7 @@ import pytest
 import gnnsparse as gs
 from gnnsparse import _dense
 from gnnsparse import reference as ref
+from gnnsparse._backends import backend_for
 
 torch = pytest.importorskip("torch")
 
@@ -220,6 +221,10 @@ def test_auto_takes_the_route_where_it_wins(monkeypatch, itype):
         assert A.dense_nbytes == 2100 * 2050 * 4
         assert torch.equal(Y.view(torch.int32), gs.spmm(A, X, reduce=reduce).view(torch.int32))
         _check_spmm(A, X, reduce, Y, 1e-5)
+        # the GEMM's bits: the kernels behind it (gated by X's finiteness) wrote nothing
+        b = backend_for(X)
+        view = A._view(b, b.place(X), X, "float32")
+        assert torch.equal(Y.view(torch.int32), _dense.spmm_dense(A, view, X, reduce, "fp32").view(torch.int32))
         assert not Y[-1].any()
     # below the crossover at N = 32 (0.18) the row kernels run: no copy
     B = _gpu_csr(2100, 2050, 0.14, 12)
@@ -232,6 +237,48 @@ def test_auto_takes_the_route_where_it_wins(monkeypatch, itype):
     B.drop_dense()
     gs.spmm(B, _feats(2050, 128, 2))
     assert B.dense_nbytes == 0
+
+
+def _hub_csr(M=600, K=4096, per=40, seed=41):
+    """Rows of `per` sorted distinct columns and one row holding every column: a hub (longer than
+    16x the average row) at a density above 1 %."""
+    rng = np.random.default_rng(seed)
+    rows = [np.sort(rng.choice(K, per, replace=False)) for _ in range(M)]
+    rows[M // 3] = np.arange(K)
+    rowptr = np.concatenate([[0], np.cumsum([r.size for r in rows])]).astype(np.int64)
+    col = np.concatenate(rows).astype(np.int64)
+    val = rng.uniform(-1, 1, col.size).astype(np.float32)
+    return gs.CSR(torch.from_numpy(rowptr).cuda(), torch.from_numpy(col).cuda(), torch.from_numpy(val).cuda(),
+                  shape=(M, K))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("kernel", ["row", "panel", "tc", "hub"])
+def test_skip_flag_gates_every_kernel(monkeypatch, kernel):
+    """The SpMM's skip flag (what the route gates its kernels with): a device flag holding True
+    makes the call write nothing (Y keeps its poison: the row, panel, tensor-core and split
+    kernels and the hub pass all return at once); False gives the ungated call's bits."""
+    _needs_cuda()
+    from gnnsparse import _ops
+
+    monkeypatch.setenv("GNNSPARSE_CUDA_SPMM", "row" if kernel == "hub" else kernel)
+    A = _hub_csr() if kernel == "hub" else _gpu_csr(300, 260, 0.3, 31)
+    K = A.shape[1]
+    for N, reduce in ((32, "sum"), (128, "mean"), (36, "sum")):
+        X = _feats(K, N, 32 + N)
+        want = gs.spmm(A, X, reduce=reduce)  # a forced kernel: no route
+        b = backend_for(X)
+        view = A._view(b, b.place(X), X, "float32")
+        red, prec, M, _, C, _ = _ops.check_spmm(A.shape, X.shape, reduce, False)
+        for skip in (True, False, None):
+            Y = torch.full((M, C), float("nan"), device="cuda")
+            flag = None if skip is None else torch.tensor(skip, device="cuda")
+            b.spmm(view, X, M, C, _ops._DTYPE["float32"][0], red, False, prec, out=Y, skip=flag)
+            if skip:
+                assert torch.isnan(Y).all(), "a gated call wrote"
+            else:
+                assert torch.equal(Y.view(torch.int32), want.view(torch.int32))
+        _check_spmm(A, X, reduce, want, 1e-5)
 
 
 @pytest.mark.cuda
@@ -254,8 +301,13 @@ def test_declined_calls_stay_correct(monkeypatch):
     Xi[5, 3], Xi[7, 0] = float("inf"), float("nan")
     want = ref.spmm(A, Xi.cpu().numpy(), "sum")
     assert np.isfinite(want).any() and not np.isfinite(want).all()
-    np.testing.assert_allclose(gs.spmm(A, Xi).cpu().numpy(), want, rtol=1e-5, atol=1e-5)  # NaN == NaN
-    A.drop_dense()  # the GEMM ran behind the finiteness check, its result discarded
+    got = gs.spmm(A, Xi)
+    np.testing.assert_allclose(got.cpu().numpy(), want, rtol=1e-5, atol=1e-5)  # NaN == NaN
+    assert A.dense_nbytes > 0  # the GEMM ran, then the kernels (their gate open) wrote over it
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GNNSPARSE_DENSE", "off")
+        assert torch.equal(got.view(torch.int32), gs.spmm(A, Xi).view(torch.int32))  # the kernels' bits
+    A.drop_dense()
     # repeated entries; unsorted rows
     rowptr, col, val = unique_dense_ish(M, K, 0.3, 23)
     col2 = col.copy()

@@ -35,6 +35,12 @@ struct SpmmArgs {
   std::int64_t *arg = nullptr;  // M x C, or nullptr; written for max / min only
   std::int64_t C = 0;
   Precision precision = Precision::fp32;
+  // CUDA only (the SYCL backends take nullptr): a device flag read by every kernel of the call
+  // before any work; when it holds true, the call writes nothing (its kernels return at once and
+  // Y keeps what it held). The dense-ish route (gnnsparse._dense) launches its GEMM into Y, then
+  // this SpMM gated by "X is finite", so the kernels' result replaces the GEMM's only for an X
+  // holding inf or NaN -- decided on the device, with no read-back.
+  const bool *skip = nullptr;
 };
 
 // SpMM with per-(edge, head) weights (ops.hpp, spmm_heads).

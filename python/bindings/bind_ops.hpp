@@ -1,6 +1,6 @@
 // The op functions every backend module (_cuda, _sycl) exports, in one shape:
 //
-//   spmm   (exec, A, dtype, reduce, X, Y, arg, C, precision)
+//   spmm   (exec, A, dtype, reduce, X, Y, arg, C, precision, skip)
 //   spmm_heads(exec, A, dtype, W, Z, out, H, D, precision)
 //   gatv2_scores(exec, A, dtype, X, Y, att, S, H, C, slope)
 //   gatv2_grad(exec, A, dtype, X, Y, att, dS, dX, dAtt, H, C, slope)
@@ -35,13 +35,14 @@ void bind_ops(py::module_ &m) {
   m.def(
       "spmm",
       [](Exec exec, const CsrView &A, int dtype, int reduce, addr X, addr Y, addr arg, std::int64_t C,
-         int precision) {
+         int precision, addr skip) {
         const SpmmArgs a{A, DType(dtype), Reduce(reduce), cptr(X), mptr(Y),
-                         static_cast<std::int64_t *>(mptr(arg)), C, Precision(precision)};
+                         static_cast<std::int64_t *>(mptr(arg)), C, Precision(precision),
+                         static_cast<const bool *>(cptr(skip))};
         return Backend::spmm(exec, a);
       },
       py::arg("exec"), py::arg("A"), py::arg("dtype"), py::arg("reduce"), py::arg("X"), py::arg("Y"),
-      py::arg("arg"), py::arg("C"), py::arg("precision") = 0);
+      py::arg("arg"), py::arg("C"), py::arg("precision") = 0, py::arg("skip") = 0);
   m.def(
       "spmm_heads",
       [](Exec exec, const CsrView &A, int dtype, addr W, addr Z, addr out, std::int64_t H, std::int64_t D,

@@ -10,6 +10,7 @@
 #include <sycl/sycl.hpp>
 
 #include <algorithm>
+#include <stdexcept>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -53,6 +54,7 @@ sycl::event submit_and_notify(F &&f) {
 struct SyclBackend {
   using Exec = std::pair<sycl::queue, std::vector<sycl::event>>;
   static sycl::event spmm(Exec &x, const gnnsparse::SpmmArgs &a) {
+    if (a.skip != nullptr) throw std::invalid_argument("gnnsparse sycl spmm: skip (a device flag) is CUDA-only");
     return submit_and_notify([&] { return rt::spmm(x.first, a, x.second); });
   }
   static sycl::event spmm_heads(Exec &x, const gnnsparse::SpmmHeadsArgs &a) {

@@ -185,11 +185,15 @@ class CudaBackend:
                              M, K, nnz, max_degree)
 
     # ------------------------------------------------------------ ops
-    def spmm(self, A, X, M, C, dtype, reduce, want_arg, precision):
+    def spmm(self, A, X, M, C, dtype, reduce, want_arg, precision, out=None, skip=None):
+        """out: Y's storage (M x C, X's dtype, contiguous) instead of a new array; skip: a device
+        flag (a 0-d bool array on X's device) that, holding True, makes the call write nothing
+        (SpmmArgs::skip: stream-ordered, no read-back)."""
         run = _run(X)
-        Y = run.empty((M, C), X)
+        Y = run.empty((M, C), X) if out is None else out
         arg = run.empty((M, C), X, int64=True) if want_arg else None
-        _launch(run, _ext.spmm, A, dtype, reduce, run.addr(X), run.addr(Y), run.addr(arg), C, precision)
+        _launch(run, _ext.spmm, A, dtype, reduce, run.addr(X), run.addr(Y), run.addr(arg), C, precision,
+                run.addr(skip))
         return Y, arg
 
     def spmm_heads(self, A, W, Z, M, H, D, dtype):

@@ -31,9 +31,11 @@ The choice depends only on the call (shape, density, width, precision, knobs), n
 cached, so the same call gives the same bits every time.
 
 Semantics: the kernels' (include/gnnsparse/ops.hpp), also for inf / NaN in the values; an X holding
-inf or NaN keeps the kernels for SpMM (a GEMM would spread them to every row through 0 * inf): a
-flag of X's sum is read back per routed call, after the GEMM's launch; when it is not finite the
-GEMM's result is discarded and the kernels run (the dense copy is made and kept all the same).
+inf or NaN gets the kernels' result for SpMM (a GEMM would spread them to every row through 0 * inf):
+a routed call computes X's finiteness as a device flag (isfinite of X's sum), runs the GEMM into Y,
+then launches the kernels into the same Y gated by the flag (SpmmArgs::skip): when X is finite they
+return at once, otherwise they overwrite the GEMM's result. Stream-ordered, no read-back to the host
+(the dense copy is made and kept either way).
 
 Memory: the SpMM's dense copy is M K 4 bytes (2 for bf16), i.e. 0.5 / density times the CSR's own
 8 bytes per entry, kept until the values change or CSR.invalidate(); `CSR.dense_nbytes` reports
@@ -240,28 +242,23 @@ def _dense_copy(A, view, dtype_name: str):
 
 # ---------------------------------------------------------------- the ops
 def spmm(A, view, X, reduce: str, precision: str, dt: str, N: int):
-    """Y (M, N) by the dense route, or None when the call is not eligible or the policy declines."""
+    """(Y (M, N) by the dense route, finite), or None when the call is not eligible or the policy
+    declines. finite: a 0-d bool tensor on X's device, True when X holds no inf or NaN. A GEMM
+    multiplies every row of X, also by the zeros: one inf or NaN in X would reach every output row
+    (0 * inf = NaN), where the kernels give it only to the rows that store its column; so the
+    caller runs the kernels into Y gated by `finite` (the SpMM's skip flag: they write only when
+    it is False, i.e. the kernels' result for such an X; a sum that overflows clears it too,
+    harmlessly). All of it stream-ordered, no read-back."""
     if reduce not in ("sum", "mean"):
         return None
     M, K = A.shape
     elem = 2 if precision == "bf16" else 4
     if not _eligible(A, view, X, dt, N, precision, SPMM_CROSSOVER, M * K * elem, "GNNSPARSE_CUDA_SPMM"):
         return None
-    # a GEMM multiplies every row of X, also by the zeros: one inf or NaN in X would reach every
-    # output row (0 * inf = NaN), where the kernels give it only to the rows that store its column.
-    # Such X keeps the kernels (a sum that overflows does the same, harmlessly). The check's flag is
-    # copied to the host behind the GEMM's launch, so the GPU runs the GEMM while the host waits
-    # for the flag (a plain read-back before the GEMM left the GPU idle for the launch: ~100 us per
-    # call on the H200, 2026-12-06)
     import torch
 
-    flag = torch.empty((), dtype=torch.bool, pin_memory=True)
-    flag.copy_(torch.isfinite(X.sum()), non_blocking=True)
-    ready = torch.cuda.Event()
-    ready.record(torch.cuda.current_stream(X.device))
-    Y = spmm_dense(A, view, X, reduce, precision)
-    ready.synchronize()
-    return Y if bool(flag) else None
+    finite = torch.isfinite(X.sum())
+    return spmm_dense(A, view, X, reduce, precision), finite
 
 
 def spmm_dense(A, view, X, reduce: str, precision: str):

@@ -338,10 +338,14 @@ def launch_spmm(A: CSR, X, reduce, return_arg, precision):
     red, prec, M, K, C, tail = check_spmm(A.shape, X.shape, reduce, return_arg, precision)
     view = A._view(b, b.place(X), X, None if A.val is None else _val_dtype_for(dt))
     X2 = shaped(X, (K, C))
-    Y = None
+    routed = None
     if b.name == "cuda" and not return_arg:
-        Y = _dense_route.spmm(A, view, X2, reduce, precision, dt, C)
-    if Y is not None:  # dense-ish: cuBLAS on the CSR's dense copy (gnnsparse._dense)
+        routed = _dense_route.spmm(A, view, X2, reduce, precision, dt, C)
+    if routed is not None:  # dense-ish: cuBLAS on the CSR's dense copy (gnnsparse._dense) into Y, then
+        # the kernels into the same Y gated by X's finiteness on the device: they write only for an X
+        # holding inf or NaN (the kernels' semantics), and return at once otherwise
+        Y, finite = routed
+        b.spmm(view, X2, M, C, _DTYPE[dt][0], red, False, prec, out=Y, skip=finite)
         arg = None
     else:
         Cp, (Xp,) = _pad_to_vector(b, dt, C, X2)
