@@ -7,7 +7,8 @@ kernel: on the H200 (docs/grid.md, 2026-12-06) dense cuBLAS SGEMM beat our kerne
 density at N = 32 and 12 % at N = 128, TF32 GEMMs from 2.5-7.5 % and bf16 GEMMs from 1.5-4 %. So for torch
 tensors on a CUDA device, `gs.spmm` and `gs.sddmm` (and the torch layer's ops) take this route when
 the policy below says it wins (density above a crossover by precision and width; for SpMM also
-nnz x N >= 1e9, since a routed call costs its GEMM plus ~40-370 us of synchronous host work):
+nnz x N >= 1e9, since a routed call costs its GEMM plus ~25-45 us on the GPU-bound cells and ~100-250
+us of host work where the call is host-bound):
 
   SpMM  (sum, mean): Y = D @ X, D the dense copy of A (M x K), made once and kept on the CSR (as
         its device views are: rebuilt after a change of the values, see gnnsparse._csr); mean then
@@ -80,12 +81,14 @@ class _Policy(dict):
 
 # at least this many dense elements (M K): below, the call is host-bound either way (~40-60 us on
 # the grid's smallest cells) and the route's host work does not pay; the SDDMM's gather too
-# and at least nnz x N >= 1e9 gathered elements (about 400 us of our kernels on the grid): a routed
-# SpMM is synchronous (X's finiteness flag is read back, see spmm below) and its cost beyond the
-# GEMM varies from machine to machine and run to run: GEMM + 39 us (median) on one H100, up to GEMM
-# + ~370 us in two runs on another (2026-12-07, bench/grid_dense.py, all 72 cells and precisions).
-# At 4e8 the route was slower than the kernels in 7, 23 and 38 of its 86 cells in those three runs,
-# at 1e9 in none of its 46 (it gives up 2-33 cells where it had won in one run or another).
+# and at least nnz x N >= 1e9 gathered elements (about 400 us of our kernels on the grid). Until
+# 2026-12-07 a routed SpMM was synchronous (X's finiteness flag read back) and its cost beyond the
+# GEMM varied from GEMM + 39 us (median) on one H100 to GEMM + ~370 us on another (bench/grid_dense.py,
+# all 72 cells and precisions): at 4e8 the route was slower than the kernels in 7, 23 and 38 of its
+# 86 cells in three runs, at 1e9 in none of its 46. Without the read-back (the kernels gated on the
+# device, see spmm below; H100, 2026-12-07 16:19 UTC, fp32, every cell routed): GEMM + 22-45 us on
+# the GPU-bound cells, and at 6e8 none of the routed cells slower than the kernels in that one run
+# (4 more cells than 1e9); the rule stays at 1e9 until more runs agree (docs/grid.md).
 SPMM_CROSSOVER = _Policy({"fp32": (0.18, 0.12), "tf32": (0.075, 0.025), "bf16": (0.04, 0.015)}, 1 << 22,
                          min_work=1e9)
 # SDDMM: the GEMM writes all M K scores and the gather reads them back, against our tensor-core
