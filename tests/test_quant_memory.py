@@ -224,8 +224,9 @@ def test_elu_dropout(device, monkeypatch):
     ref = torch.ops.aten.native_dropout(torch.nn.functional.elu(h), 0.4, True)[0]
     ref.backward(g)
     want, h.grad = h.grad, None
-    for chunk in (1 << 16, 7):
+    for chunk, whole in ((1 << 16, 1 << 25), (1 << 16, 0), (7, 0)):  # whole: one block up to that many elements
         monkeypatch.setattr(qa, "_ACT_CHUNK", chunk)
+        monkeypatch.setattr(qa, "_ACT_WHOLE", whole)
         torch.manual_seed(1)
         saved = []
         with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
@@ -292,7 +293,13 @@ def test_mask_bits_round_trip(device, monkeypatch, n, chunk):
     keep = torch.rand(n, generator=torch.Generator().manual_seed(n)).lt(0.5).to(device)
     bits = qa._pack_mask(keep)
     assert bits.dtype == torch.uint8 and bits.shape == ((n + 7) // 8,)
+    assert np.array_equal(bits.cpu().numpy(), np.packbits(keep.cpu().numpy(), bitorder="little"))
     assert torch.equal(qa._unpack_mask(bits, 0, n), keep)
+    # a mask that starts inside a word of its storage, and one of two dimensions
+    big = torch.cat([keep.new_ones(3), keep, keep.new_zeros(5)])
+    assert torch.equal(qa._pack_mask(big[3:3 + n]), bits)
+    if n % 8 == 0 and n:
+        assert torch.equal(qa._pack_mask(keep.view(-1, 4)), bits)
     for k0 in range(0, n, 8):
         k1 = min(n, k0 + 13)
         assert torch.equal(qa._unpack_mask(bits, k0, k1), keep[k0:k1])
