@@ -565,8 +565,10 @@ def spmm_float(A, AT, h: torch.Tensor) -> torch.Tensor:
 
 
 _ACT_CHUNK = 1 << 23  # elements per block of elu_dropout's backward (and of its mask's unpacking)
-# up to this many elements (an arxiv-sized activation) that backward, and _GATLogits' dwa product, take
-# the whole tensor in one block: fewer launches where the temporaries are small (a few 100 MB at most)
+# up to this many elements of q(x) (an arxiv-sized input) _GATLogits' dwa product takes the whole
+# tensor in one block (3 launches, not 3 per block of 65536 rows). Not elu_dropout's backward: with it
+# whole too, the arxiv-sized int8 GAT's peak rose from 0.55 to 0.66 GiB (H100, 2026-12-07), about the
+# ~120 MB its whole-tensor temporaries add over 2^23-element blocks
 _ACT_WHOLE = 1 << 25
 _BITS = None  # (device, the weights 1, 2, ..., 128 as uint8)
 
@@ -677,8 +679,7 @@ class _EluDropout(torch.autograd.Function):
         g = g.contiguous()
         dh = torch.empty_like(g)
         flat = [t.reshape(-1) for t in (g, out, dh)]  # blocks of elements: any shape, 0-d too
-        n = g.numel()
-        step = n if n <= _ACT_WHOLE else _chunk()
+        n, step = g.numel(), _chunk()
         for k0 in range(0, n, step):
             gc, oc, dc = (t[k0:k0 + step] for t in flat)
             kc = _unpack_mask(bits, k0, min(n, k0 + step))
