@@ -23,6 +23,9 @@
     python tools/profile_steps.py route    # the dense-ish route (gs.spmm on the grid's largest cells,
                                            # fp32 / tf32 / bf16) against the dense GEMM it calls, per
                                            # call: ms, then the profile's kernels and host-side ops
+    python tools/profile_steps.py route-host  # a routed gs.spmm on a small, host-bound cell (2048^2,
+                                           # d 0.3, N 32) against the kernels: host / wall us per call,
+                                           # cProfile's top functions of the routed call
     python tools/profile_steps.py held     # `gnnsparse train`'s model (--model gat|gcn), float32 and
                                            # int8: what is alive when the backward starts, by tensor
                                            # and the function that saved it, scaled to products (CPU too)
@@ -36,7 +39,9 @@
                                            # on the arxiv-sized graph: per step the host's launch time,
                                            # the wall time back to back and with a sync per step (what
                                            # `train` times), the host-device synchronizations (and
-                                           # where), the aten ops dispatched (CPU too: --device cpu)
+                                           # where), the aten ops dispatched (CPU too: --device cpu),
+                                           # the kernels and GPU time of a synced step; --where N:
+                                           # the N source lines dispatching the most ops
     python tools/profile_steps.py rss      # `train --model gcn --quant 8 --compare fp32` on a products-
                                            # like graph of --nodes nodes on the CPU: each run's peak RSS
                                            # (Linux; the peak is reset before each run)
@@ -530,6 +535,50 @@ def transformer(n=169_343, e=1_166_243):
         print(_table(prof, "self_cuda_time_total", 25))
 
 
+def route_host(calls=200):
+    """A small grid cell (M = K = 2048, d = 0.3, N = 32) where a routed gs.spmm is host-bound:
+    host and wall us per call back to back, routed (GNNSPARSE_DENSE=on) and by the kernels (off),
+    then cProfile's top functions of `calls` routed calls: where its ~100-250 us of host work go."""
+    import cProfile
+    import io
+    import pstats
+
+    import gnnsparse as gs
+
+    ns = runpy.run_path(os.path.join(ROOT, "bench", "grid_dense.py"))
+    dev = torch.device("cuda")
+    A = ns["grid_csr"](2048, 2048, 0.3, 0, torch, dev)
+    X = torch.randn(2048, 32, device=dev)
+    old = os.environ.get("GNNSPARSE_DENSE")
+    try:
+        for mode in ("on", "off"):
+            os.environ["GNNSPARSE_DENSE"] = mode
+            for _ in range(20):
+                gs.spmm(A, X)
+            torch.cuda.synchronize()
+            t = time.perf_counter()
+            for _ in range(calls):
+                gs.spmm(A, X)
+            h = (time.perf_counter() - t) / calls
+            torch.cuda.synchronize()
+            w = (time.perf_counter() - t) / calls
+            print(f"GNNSPARSE_DENSE={mode}: host {h * 1e6:.1f} us per call, wall {w * 1e6:.1f} us (back to back)")
+            pr = cProfile.Profile()
+            pr.enable()
+            for _ in range(calls):
+                gs.spmm(A, X)
+            pr.disable()
+            torch.cuda.synchronize()
+            s = io.StringIO()
+            pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(20)
+            print("\n".join(x for x in s.getvalue().splitlines()[6:] if x.strip()))
+    finally:
+        if old is None:
+            os.environ.pop("GNNSPARSE_DENSE", None)
+        else:
+            os.environ["GNNSPARSE_DENSE"] = old
+
+
 def route(reps=50):
     """Per precision, a routed gs.spmm against the GEMM it runs (cuBLAS on a dense copy made once),
     on two GPU-bound cells of the grid (M = 4K, K = 8192, d = 0.3, N = 32 / 128): where the
@@ -658,13 +707,15 @@ def ops(top=8):
               + ", ".join(f"{k} {v}" for k, v in c.c.most_common(top)))
 
 
-def host(models=("gat", "gcn"), device="cuda", steps=20):
+def host(models=("gat", "gcn"), device="cuda", steps=20, lines=0):
     """Per training step of `gnnsparse train`'s models, float32 and int8: host launch time (steps
     back to back, no sync), wall time back to back, wall time with a sync around each step (as
     `train` times an epoch), the synchronizations of one step under
     torch.cuda.set_sync_debug_mode("warn") with the frames that led to each, and the aten ops one
-    step dispatches. A step whose synced time exceeds its back-to-back time by about its host time
-    is host-bound: the GPU waits for launches."""
+    step dispatches; on CUDA also the kernels (and memsets) one synced step runs and their summed
+    GPU time (torch.profiler over 3 steps). A step whose synced time exceeds its back-to-back time
+    by about its host time is host-bound: the GPU waits for launches. lines > 0: the `lines` source
+    lines (gnnsparse's or this tool's innermost frame) that dispatch the most aten ops, with the ops."""
     import traceback
     import warnings
 
@@ -683,9 +734,15 @@ def host(models=("gat", "gcn"), device="cuda", steps=20):
         def __init__(self):
             super().__init__()
             self.c = collections.Counter()
+            self.at = collections.defaultdict(collections.Counter)  # source line -> ops (lines > 0)
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.c[str(func.overloadpacket).replace("aten.", "")] += 1
+            op = str(func.overloadpacket).replace("aten.", "")
+            self.c[op] += 1
+            if lines:
+                fr = [f for f in traceback.extract_stack()[:-1]
+                      if "gnnsparse" in f.filename or f.filename == os.path.abspath(__file__)]
+                self.at[f"{fr[-1].filename.split('/')[-1]}:{fr[-1].lineno} {fr[-1].name}" if fr else "?"][op] += 1
             return func(*args, **(kwargs or {}))
 
     for model in models:
@@ -740,12 +797,23 @@ def host(models=("gat", "gcn"), device="cuda", steps=20):
                   + ", ".join(f"{k} {v}" for k, v in c.c.most_common(8)))
             for k, v in where.most_common(6):
                 print(f"    sync x{v}: {' < '.join(reversed(k))}")
+            if cuda:  # the kernels of one synced step and their GPU time
+                with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                    for _ in range(3):
+                        sync()
+                        step()
+                        sync()
+                kern = [e for e in prof.events() if e.device_type.name == "CUDA"]
+                print(f"    GPU per step: {len(kern) / 3:.0f} kernels and memsets, "
+                      f"{sum(e.device_time_total for e in kern) / 3e3:.2f} ms busy")
+            for loc, ops in sorted(c.at.items(), key=lambda kv: -sum(kv[1].values()))[:lines]:
+                print(f"    {sum(ops.values()):4d} {loc}: " + ", ".join(f"{k} {v}" for k, v in ops.most_common(6)))
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("what", choices=("quant", "models", "memory", "transformer", "model", "rss", "epoch", "route",
-                                    "held", "peak", "ops", "host"))
+                                    "held", "peak", "ops", "host", "route-host"))
     p.add_argument("--size", choices=("arxiv", "products"), default="arxiv", help="memory, epoch: the graph (default arxiv)")
     p.add_argument("--nodes", type=int, default=300_000, help="rss: nodes of the products-like graph")
     p.add_argument("--runs", default="float32,int8", help="epoch: which runs (float32, int8)")
@@ -753,6 +821,8 @@ def main():
     p.add_argument("--model", choices=("gcn", "gat"), default=None,
                    help="memory, epoch: the model (default: epoch gcn; memory gcn and gat, products gcn)")
     p.add_argument("--device", default="cuda", help="host: cuda (default) or cpu")
+    p.add_argument("--where", type=int, default=0, metavar="N",
+                   help="host: the N source lines that dispatch the most aten ops per step, with the ops")
     p.add_argument("--variant", action="append", default=None,
                    help='epoch: environment settings of one variant, "NAME=VALUE,..." (repeatable; default: as set)')
     a = p.parse_args()
@@ -765,7 +835,7 @@ def main():
     if a.what == "ops":
         return ops()
     if a.what == "host":
-        return host(models=(a.model,) if a.model else ("gat", "gcn"), device=a.device)
+        return host(models=(a.model,) if a.model else ("gat", "gcn"), device=a.device, lines=a.where)
     if not torch.cuda.is_available():
         raise SystemExit("needs a CUDA GPU")
     if a.what == "memory":
@@ -774,7 +844,7 @@ def main():
         return peak(size=a.size, model=a.model or "gat")
     if a.what == "epoch":
         return epoch(size=a.size, model=a.model or "gcn", reps=a.reps, runs=tuple(a.runs.split(",")), variants=tuple(a.variant or ("",)))
-    {"quant": quant, "models": models, "transformer": transformer, "route": route}[a.what]()
+    {"quant": quant, "models": models, "transformer": transformer, "route": route, "route-host": route_host}[a.what]()
 
 
 if __name__ == "__main__":
