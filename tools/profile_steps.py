@@ -544,15 +544,14 @@ def route_host(calls=200):
     import pstats
 
     import gnnsparse as gs
+    from gnnsparse.bench import timing
 
     ns = runpy.run_path(os.path.join(ROOT, "bench", "grid_dense.py"))
     dev = torch.device("cuda")
     A = ns["grid_csr"](2048, 2048, 0.3, 0, torch, dev)
     X = torch.randn(2048, 32, device=dev)
-    old = os.environ.get("GNNSPARSE_DENSE")
-    try:
-        for mode in ("on", "off"):
-            os.environ["GNNSPARSE_DENSE"] = mode
+    for mode in ("on", "off"):
+        with timing.environ({"GNNSPARSE_DENSE": mode}):
             for _ in range(20):
                 gs.spmm(A, X)
             torch.cuda.synchronize()
@@ -569,14 +568,9 @@ def route_host(calls=200):
                 gs.spmm(A, X)
             pr.disable()
             torch.cuda.synchronize()
-            s = io.StringIO()
-            pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(20)
-            print("\n".join(x for x in s.getvalue().splitlines()[6:] if x.strip()))
-    finally:
-        if old is None:
-            os.environ.pop("GNNSPARSE_DENSE", None)
-        else:
-            os.environ["GNNSPARSE_DENSE"] = old
+        s = io.StringIO()
+        pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(20)
+        print("\n".join(x for x in s.getvalue().splitlines()[6:] if x.strip()))
 
 
 def route(reps=50):
