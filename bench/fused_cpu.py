@@ -1,6 +1,7 @@
 """FusedMM on the SYCL CPU device, one head, dot, three ways in one process on a uniform random graph:
 
-  rows     gs.fusedmm (the policy: fusedmm_dot_rows_sg, batches of SG edges across row ends)
+  rows     gs.fusedmm (the policy: fusedmm_dot_rows_sg, a run of rows scored into E by SDDMM's
+           run schedule, then each row's edge function and aggregation)
   sg       the same call with GNNSPARSE_SYCL_FUSEDMM=sg (fusedmm_csr_sg: a sub-group per row, one
            group reduction per edge; the kernel before 2026-12-06)
   unfused  gs.sddmm then gs.spmm with the edge values (what FusedMM saves: the E round trip)

@@ -51,7 +51,7 @@ enum class Kernel : std::uint8_t {
   esimd_spmm_panel,   // esimd/panel.hpp (dense-ish inputs, row panels staged in SLM)
   qgemm_tn_partial,   // qgemm.hpp (int8 A^T B: segment sums)
   qgemm_tn_combine,   // qgemm.hpp (int8 A^T B: int64 combine and scale)
-  fusedmm_dot_rows,   // fusedmm.hpp (dot, one head, F = NF * SG: runs of rows, batches across rows)
+  fusedmm_dot_rows,   // fusedmm.hpp (dot, one head, F = NF * SG: runs of rows, scores then rows)
 };
 inline constexpr int kKernelCount = 30;
 

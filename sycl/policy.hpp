@@ -12,7 +12,8 @@
 //                   per (edge, head)
 //   fusedmm_csr_sg  lanes over D, V features per lane, ntiles tiles of SG * V
 //   fusedmm_dot_rows_sg  dot, one head, F = NF * SG (CPU devices): runs of `rows` rows, the
-//                   scores of SG edges (across row ends) by one transpose-reduce, lanes over D
+//                   run's scores into E by sddmm_dot_sg's run schedule, then per row the edge
+//                   function in place and the aggregation as spmm_csr_sg walks a row
 //   spmm_heads_sg / spmm_heads_narrow  spmm_csr_sg / spmm_csr_narrow's schedules over the H * D
 //                   columns of a row, each column weighted by its head's W[k, h]
 //   gatv2_scores_sg / gatv2_grad_sg  a sub-group per (row, head), lanes over the head's channels
@@ -217,9 +218,10 @@ inline long fused_rows_per_subgroup(const DeviceCaps &c, long M, long nnz, long 
 }
 
 // Preconditions: M > 0, H > 0. CPU devices, dot with one head and F = NF * SG: fusedmm_dot_rows_sg
-// (whatever D, so the edge values of D = 0 and D > 0 are the same bits); else, or without
-// rows_walk (GNNSPARSE_SYCL_FUSEDMM=sg, sycl/fusedmm.cpp), fusedmm_csr_sg. Measured on the OpenCL
-// CPU device (2 cores, 2026-12-06, docs/performance.md): 1.4-2.1x fusedmm_csr_sg.
+// (whatever D, so the edge values of D = 0 and D > 0 are the same bits; one sub-group per run of
+// rows takes all D columns); else, or without rows_walk (GNNSPARSE_SYCL_FUSEDMM=sg,
+// sycl/fusedmm.cpp), fusedmm_csr_sg. Measured on the OpenCL CPU device (2 cores, 2026-12-07,
+// docs/performance.md): 1.8-2.9x fusedmm_csr_sg.
 inline Launch fusedmm_launch(const DeviceCaps &c, const FusedArgs &a, bool rows_walk = true) {
   const int sg = int(c.preferred_sg);
   Launch l;
@@ -229,7 +231,8 @@ inline Launch fusedmm_launch(const DeviceCaps &c, const FusedArgs &a, bool rows_
   if (nf > 0) {
     l.inst = Instance::of(Kernel::fusedmm_dot_rows, a.dtype, a.A.itype, sg, nf, V);
     l.rows = fused_rows_per_subgroup(c, long(a.A.M), long(a.A.nnz), sg);
-    l.global = std::size_t((a.A.M + l.rows - 1) / l.rows * l.ntiles) * sg;
+    l.ntiles = 1;  // the kernel walks all D columns in chunks of SG * V
+    l.global = std::size_t((a.A.M + l.rows - 1) / l.rows) * sg;
   } else {
     l.inst = Instance::of(Kernel::fusedmm_sg, a.dtype, a.A.itype, a.op, a.edge, a.A.val != nullptr, sg, V);
     // op add's edge values alone (D = 0): a (row, head) per lane (fusedmm_csr_sg's per-lane mode)

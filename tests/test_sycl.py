@@ -193,11 +193,12 @@ def test_fusedmm(rng, edge, op, weighted):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
 def test_fusedmm_dot_rows_walk(rng, monkeypatch, F, dtype, index_dtype):
-    """Dot with one head and F = 16 / 32 / 64 takes fusedmm_dot_rows_sg on the CPU device (runs of rows,
-    batches of 16 edges across row ends); GNNSPARSE_SYCL_FUSEDMM=sg forces fusedmm_csr_sg. Both against
-    the oracle for every edge function, with and without values, at D = 1, 11, F, 48 and 130 (two
-    feature tiles), empty rows (the first and the last too), a row of 300 entries; poisoned outputs;
-    edge values of D = 0 bitwise those of D > 0; bitwise repeats."""
+    """Dot with one head and F = 16 / 32 / 64 takes fusedmm_dot_rows_sg on the CPU device (runs of rows:
+    the scores into E, then per row the edge function and the aggregation); GNNSPARSE_SYCL_FUSEDMM=sg
+    forces fusedmm_csr_sg. Both against the oracle for every edge function, with and without values,
+    at D = 1, 11, F, 48 and 130 (several column chunks, a partial last one), empty rows (the first and
+    the last too), a row of 300 entries; poisoned outputs; edge values of D = 0 bitwise those of
+    D > 0; without E asked for (the rows walk's workspace) the same output bits; bitwise repeats."""
     M, K = 301, 97
     for weighted in (True, False):
         A = random_csr(rng, M, K, mean_deg=5, hub=300, weighted=weighted, index_dtype=index_dtype, dtype=dtype)
@@ -228,9 +229,32 @@ def test_fusedmm_dot_rows_walk(rng, monkeypatch, F, dtype, index_dtype):
                         assert np.array_equal(E, E0), f"edge values of D = {D} differ from D = 0's"
                         again = gs.fusedmm(A, X, Y, Z, op="dot", edge=edge, slope=0.1, return_edges=True)
                         assert np.array_equal(np.asarray(again[0]), out) and np.array_equal(np.asarray(again[1]), E)
+                    if D:
+                        alone = np.asarray(gs.fusedmm(A, X, Y, Z, op="dot", edge=edge, slope=0.1))
+                        assert np.array_equal(alone, out), f"{mode}: D = {D} without E differs from with E"
     monkeypatch.setenv("GNNSPARSE_SYCL_FUSEDMM", "fast")
     with pytest.raises(ValueError, match="GNNSPARSE_SYCL_FUSEDMM"):
         gs.fusedmm(A, X, Y, Zw[:, :F].copy(), op="dot")
+
+
+def test_fusedmm_rows_walk_workspace(rng):
+    """The rows walk without the caller's E runs in a workspace kept per device, grown to the largest
+    call: calls on graphs of growing and shrinking nnz, float32 and float64 (two element sizes),
+    interleaved, each equal bit for bit to the same call with E asked for."""
+    calls = []
+    for M, deg, dtype in ((50, 3, np.float32), (2000, 12, np.float64), (80, 2, np.float32), (3000, 9, np.float32),
+                          (40, 4, np.float64)):
+        A = random_csr(rng, M, M, mean_deg=deg, weighted=True, dtype=dtype)
+        X, Y, Z = (rng.standard_normal((M, w)).astype(dtype) for w in (32, 32, 20))
+        calls.append((A, X, Y, Z))
+    for edge in ("none", "softmax"):
+        outs = [np.asarray(gs.fusedmm(A, X, Y, Z, op="dot", edge=edge)) for A, X, Y, Z in calls]
+        for (A, X, Y, Z), out in zip(calls, outs):
+            with_e = np.asarray(gs.fusedmm(A, X, Y, Z, op="dot", edge=edge, return_edges=True)[0])
+            assert np.array_equal(out, with_e)
+            want = ref.fusedmm(A, X, Y, Z, op="dot", edge=edge)
+            tol = 1e-10 if X.dtype == np.float64 else 1e-4
+            np.testing.assert_allclose(out, want, rtol=tol, atol=tol * max(1, abs(want).max()))
 
 
 def test_fusedmm_single_head_2d(rng):

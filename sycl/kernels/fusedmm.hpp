@@ -118,148 +118,102 @@ void fusedmm_csr_sg(const I *rowptr, const I *col, const T *val, const T *X, con
 }
 
 // dot with one head and F = NF * SG (CPU devices; sycl/policy.hpp fusedmm_launch): a sub-group per
-// run of `rows` consecutive rows (and feature tile of SG * V), the run's edges in batches of SG that
-// cross row ends, as sddmm_dot_sg walks its pairs. Per batch: the SG edges' dot products with the X
-// slice of each edge's row in registers (reloaded when the walk enters a row), summed across lanes
-// by one transpose-reduce (lane l: edge p0 + l's score, in sddmm_dot_sg's order); the edge function
-// on every lane at once (E stored as one vector: the weight, or for a row softmax the raw score);
-// then the batch's edges in order, each weight broadcast from its lane, accumulated into the current
-// row, whose result is stored when the walk leaves it (its E normalized then). A row softmax folds
-// the batch's part of a row into its running (max, sum) at once (two sub-group reductions, one
-// rescale); edge values alone (D = 0) without a softmax skip the per-edge walk. The edge function
-// and the values are run-time arguments (uniform branches), so one instance serves them all. Where
-// the per-edge group reduction of fusedmm_csr_sg cost ~10 instructions per edge, the
-// transpose-reduce costs ~5. Fixed order: bitwise reproducible for a
-// given sub-group size and row run; the edge values do not depend on D (D = 0: edge values only).
+// run of `rows` consecutive rows, in two phases that meet in E (the caller's edge values, or
+// sycl/fusedmm.cpp's workspace of nnz values when they are not asked for):
+//  1. the run's dot products into E by sddmm_dot_sg's run schedule (DotRun: batches of SG edges
+//     across row ends, the X slice of each edge's row in registers, one transpose-reduce per batch,
+//     one contiguous store): the same bits as gs.sddmm;
+//  2. per row, the edge function in place over the row's entries of E (lanes strided over the
+//     edges; a row softmax's max and sum by two sub-group reductions, then exp(w - max) / sum), the
+//     values applied, then the aggregation over all D columns in chunks of SG * V, each edge's
+//     weight a uniform scalar load of E (the row's entries are in L1 by then), as spmm_csr_sg walks a
+//     row.
+// On the CPU device, which runs a sub-group as one SIMD instruction stream and is bound by
+// instructions rather than bytes, this is SDDMM + SpMM without E's round trip through memory and
+// with one launch; a single walk that broadcast each edge's weight from its lane cost twice the
+// SpMM's instructions per edge (docs/performance.md). The edge values do not depend on D (D = 0:
+// phases 1 and 2's edge function only), every sum runs in a fixed order: bitwise reproducible for a
+// given sub-group size and row run. A NaN score, or an infinity that makes w - max NaN, turns its
+// row NaN under a row softmax, as exp(e - max(e)) does (ops.hpp).
 template <typename T, typename I, int SG, int NF, int V>
 SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))
 SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<SG>))
 void fusedmm_dot_rows_sg(const I *rowptr, const I *col, const T *val, const T *X, const T *Y, const T *Z, T *Out,
-                         T *E, long M, long D, long ntiles, long rows, int edge, T slope) {
+                         T *E, long M, long D, long rows, int edge, T slope) {
   static_assert(SG >= 2 && (SG & (SG - 1)) == 0, "power-of-two sub-group");
-  constexpr long F = long(NF) * SG;
   const auto [sg, g, lane] = subgroup_slot();
-  const long tile = g % ntiles, r0 = (g / ntiles) * rows;
+  const long r0 = g * rows;
   if (r0 >= M) return;
   const long r1 = r0 + rows < M ? r0 + rows : M;
-  const long c0 = tile * SG * V + lane;
-  const bool write_e = E != nullptr && tile == 0, agg = D > 0, weighted = val != nullptr;
-  // a whole tile inside D: a uniform test, so the column loops below are not masked per lane
-  const bool full = (tile + 1) * SG * V <= D;
+  const long kb = long(rowptr[r0]), ke = long(rowptr[r1]);
   const EdgeFn ef = EdgeFn(edge);
   const bool sm = row_softmax(ef), leaky = ef == EdgeFn::leaky_relu || ef == EdgeFn::leaky_relu_softmax;
-  const long kb = long(rowptr[r0]), ke = long(rowptr[r1]);
-  // the scoring walk: the row of the batch's edges and its X slice
-  long si = r0, s_end = long(rowptr[r0 + 1]);
-  T x[NF];
-#pragma unroll
-  for (int c = 0; c < NF; ++c) x[c] = X[si * F + c * SG + lane];
-  // the aggregation walk: the current row, its edges [a_beg, a_end), its state
-  long ai = r0, a_beg = kb, a_end = s_end;
-  T acc[V];
-#pragma unroll
-  for (int v = 0; v < V; ++v) acc[v] = T(0);
-  T m = -std::numeric_limits<T>::infinity(), s = T(0);
-  // Out of row ai (and, for a softmax with E, its raw scores into the weights); then the next row
-  auto next_row = [&]() {
-    const T inv = (sm && a_end > a_beg) ? T(1) / s : T(1);
-    if (agg) {
-      T *o = Out + ai * D + c0;
-      if (full) {
-#pragma unroll
-        for (int v = 0; v < V; ++v) o[v * SG] = acc[v] * inv;
-      } else {
-#pragma unroll
-        for (int v = 0; v < V; ++v)
-          if (c0 + v * SG < D) o[v * SG] = acc[v] * inv;
+  const bool weighted = val != nullptr, ex = ef == EdgeFn::exp;
+  if (ke > kb) DotRun<T, I, SG, NF, true>{}.run(sg, lane, rowptr, col, X, Y, E, M, 1, kb, ke);
+  sycl::group_barrier(sg);  // the scores were stored by other lanes
+  for (long i = r0; i < r1; ++i) {
+    const long b = long(rowptr[i]), e = long(rowptr[i + 1]);
+    if (sm) {
+      T mx = -std::numeric_limits<T>::infinity();
+      for (long k = b + lane; k < e; k += SG) {
+        T w = E[k];
+        if (leaky) w = w > T(0) ? w : slope * w;
+        mx = sycl::fmax(mx, w);
       }
-    }
-    if (sm && write_e && a_end > a_beg) {
-      sycl::group_barrier(sg);  // the raw scores were stored by other lanes
-      for (long k = a_beg + lane; k < a_end; k += SG) {
-        T w = sycl::exp(E[k] - m) * inv;
+      const T m = sycl::reduce_over_group(sg, mx, sycl::maximum<T>());
+      T s = T(0);
+      for (long k = b + lane; k < e; k += SG) {
+        T w = E[k];
+        if (leaky) w = w > T(0) ? w : slope * w;
+        s += sycl::exp(w - m);
+      }
+      const T inv = T(1) / sycl::reduce_over_group(sg, s, sycl::plus<T>());
+      for (long k = b + lane; k < e; k += SG) {
+        T w = E[k];
+        if (leaky) w = w > T(0) ? w : slope * w;
+        w = sycl::exp(w - m) * inv;
+        if (weighted) w *= val[k];
+        E[k] = w;
+      }
+    } else if (leaky || ex || weighted) {
+      for (long k = b + lane; k < e; k += SG) {
+        T w = E[k];
+        if (leaky) w = w > T(0) ? w : slope * w;
+        if (ex) w = sycl::exp(w);
         if (weighted) w *= val[k];
         E[k] = w;
       }
     }
-    ++ai;
-    a_beg = a_end;
-    if (ai < r1) a_end = long(rowptr[ai + 1]);
+    if (D == 0) continue;
+    if (sm || leaky || ex || weighted) sycl::group_barrier(sg);  // the row's weights, stored by other lanes
+    T *o = Out + i * D + lane;
+    for (long c = 0; c < D; c += SG * V) {
+      T acc[V];
 #pragma unroll
-    for (int v = 0; v < V; ++v) acc[v] = T(0);
-    m = -std::numeric_limits<T>::infinity();
-    s = T(0);
-  };
-  for (long p0 = kb; p0 < ke; p0 += SG) {
-    const long n = ke - p0 < SG ? ke - p0 : SG;
-    T part[SG];
+      for (int v = 0; v < V; ++v) acc[v] = T(0);
+      if (c + SG * V <= D) {  // uniform: a whole chunk, no per-column tests
+        for (long k = b; k < e; ++k) {
+          const T w = E[k];
+          const T *z = Z + long(col[k]) * D + c + lane;
 #pragma unroll
-    for (int q = 0; q < SG; ++q) {
-      const long k = q < n ? p0 + q : ke - 1;  // past the run's end: the last edge again (not stored)
-      if (k >= s_end) {  // uniform: the walk enters the next non-empty row
-        do {
-          ++si;
-          s_end = long(rowptr[si + 1]);
-        } while (k >= s_end);
-#pragma unroll
-        for (int c = 0; c < NF; ++c) x[c] = X[si * F + c * SG + lane];
-      }
-      const T *y = Y + long(col[k]) * F + lane;
-      T a = T(0);
-#pragma unroll
-      for (int c = 0; c < NF; ++c) a += x[c] * y[c * SG];
-      part[q] = a;
-    }
-    transpose_reduce<T, SG, SG / 2>(sg, lane, part);
-    const bool mine = lane < n;
-    const long kl = mine ? p0 + lane : ke - 1;
-    T w = part[0];
-    if (leaky) w = w > T(0) ? w : slope * w;
-    if (!sm) {
-      if (ef == EdgeFn::exp) w = sycl::exp(w);
-      if (weighted) w *= val[kl];
-    }
-    if (write_e && mine) E[kl] = w;  // the weight, or a softmax's raw score (normalized by next_row)
-    if (!agg && !sm) continue;  // edge values only, nothing per row: the rows are walked by the scores
-    // the batch's edges row by row: lanes [q, qe) hold row ai's. A row softmax folds each such
-    // segment into (m, s) at once: its max and its sum of exp(w - max) by two sub-group
-    // reductions, the accumulators rescaled once per segment (a per-edge online softmax cost two
-    // exps and a rescale per edge). Every score still goes through exp(w - m): a NaN, or an
-    // infinity that makes w - m NaN, turns the row NaN as exp(e - max(e)) does.
-    for (long q = 0; q < n;) {
-      while (p0 + q >= a_end) next_row();
-      const long qe = a_end - p0 < n ? a_end - p0 : n;
-      T p = T(0);
-      if (sm) {
-        const bool in = lane >= q && lane < qe;
-        raise_max(sycl::reduce_over_group(sg, in ? w : -std::numeric_limits<T>::infinity(), sycl::maximum<T>()), m,
-                  s, acc);
-        p = in ? sycl::exp(w - m) : T(0);
-        s += sycl::reduce_over_group(sg, p, sycl::plus<T>());
-        if (!agg) {
-          q = qe;
-          continue;
+          for (int v = 0; v < V; ++v) acc[v] += w * z[v * SG];
         }
-      }
-      for (; q < qe; ++q) {
-        const long k = p0 + q;
-        T wq = sycl::group_broadcast(sg, sm ? p : w, q);
-        if (sm && weighted) wq *= val[k];
-        if (agg) {
-          const T *z = Z + long(col[k]) * D + c0;
-          if (full) {
 #pragma unroll
-            for (int v = 0; v < V; ++v) acc[v] += wq * z[v * SG];
-          } else {
+        for (int v = 0; v < V; ++v) o[c + v * SG] = acc[v];
+      } else {
+        for (long k = b; k < e; ++k) {
+          const T w = E[k];
+          const T *z = Z + long(col[k]) * D + c + lane;
 #pragma unroll
-            for (int v = 0; v < V; ++v)
-              if (c0 + v * SG < D) acc[v] += wq * z[v * SG];
-          }
+          for (int v = 0; v < V; ++v)
+            if (c + v * SG + lane < D) acc[v] += w * z[v * SG];
         }
+#pragma unroll
+        for (int v = 0; v < V; ++v)
+          if (c + v * SG + lane < D) o[c + v * SG] = acc[v];
       }
     }
   }
-  while (ai < r1) next_row();  // the run's last row and the empty rows after it
 }
 
 }  // namespace gnnsparse
