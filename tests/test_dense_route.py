@@ -451,3 +451,39 @@ def test_torch_layer_gradients_through_the_route(monkeypatch):
     store = graph_tensors(A, X).col.__dict__["_gnnsparse_csr"]
     assert len(store) >= 2
     assert sum(c.dense_nbytes for c in store.values()) == M * K * 4
+
+
+def test_grid_policy_replay(tmp_path, capsys):
+    """tools/grid_policy.py applies the SpMM policy with each work threshold to a bench CSV: a cell
+    it routes takes the routed time, the others the kernels' time. Three cells: one above every rule
+    (routed, faster), one routed only at T = 0 (and slower there), one below the density crossover
+    (never routed)."""
+    import csv
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "grid_policy", Path(__file__).resolve().parents[1] / "tools" / "grid_policy.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    head = "op,precision,route,err,bitwise,ours_us,kernels_us,cusparse_us,dense_us,M,K,density,N,nnz"
+    rows = [  # M K at 4096^2 and density 0.3 at N = 128: nnz x N = 6.4e8; 8192^2: 2.6e9
+        "spmm,fp32,dense,0,True,100,400,300,120,8192,8192,0.3,128,20132659",
+        "spmm,fp32,dense,0,True,90,60,120,80,4096,4096,0.3,128,5033165",
+        "spmm,fp32,dense,0,True,500,50,150,90,4096,4096,0.1,32,1677722",
+        "sddmm,fp32,dense,0,True,1,1,1,1,4096,4096,0.3,32,5033165",  # not an SpMM row: ignored
+    ]
+    f = tmp_path / "run.csv"
+    f.write_text("\n".join([head] + rows) + "\n")
+    with f.open(newline="") as fh:
+        runs = [r for r in csv.DictReader(fh) if r["op"] == "spmm"]
+    at_rule = tool.replay(runs, "fp32", 1e9)
+    assert at_rule["routed"] == {32: 0, 128: 1} and at_rule["slower"] == 0
+    assert at_rule["vs_sparse"][128] == pytest.approx([300 / 100, 120 / 60])
+    everything = tool.replay(runs, "fp32", 0.0)
+    assert everything["routed"] == {32: 0, 128: 2} and everything["slower"] == 1  # 90 us routed vs 60
+    assert everything["vs_dense"][128] == pytest.approx([120 / 100, 80 / 90])
+    assert everything["vs_sparse"][32] == pytest.approx([150 / 50])  # density 0.1 < 0.18: the kernels
+    tool.main([str(f), "--thresholds", "1e9,0"])
+    out = capsys.readouterr().out
+    assert "run.csv" in out and out.count("\n") == 4
