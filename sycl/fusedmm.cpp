@@ -39,8 +39,8 @@ sycl::event fusedmm(sycl::queue &q, const FusedArgs &a, const Deps &deps) {
   // the slope in the feature type; each kernel's own tail of sizes
   auto go = [&](void *E, const Deps &d, auto slope) {
     if (l.inst.kernel() == Kernel::fusedmm_dot_rows)
-      return submit(q, l, d, a.A.rowptr, a.A.col, a.A.val, a.X, a.Y, a.Z, a.out, E, long(a.A.M), long(a.D),
-                    long(l.rows), int(a.edge), slope);
+      return submit(q, l, d, a.A.rowptr, a.A.col, a.A.val, a.X, a.Y, a.Z, a.out, E, long(a.A.M), long(a.H),
+                    long(a.D), long(l.rows), int(a.edge), slope);
     return submit(q, l, d, a.A.rowptr, a.A.col, a.A.val, a.X, a.Y, a.Z, a.out, E, long(a.A.M), long(a.H),
                   long(a.F), long(a.D), long(l.ntiles), slope);
   };
@@ -48,7 +48,7 @@ sycl::event fusedmm(sycl::queue &q, const FusedArgs &a, const Deps &deps) {
     return a.dtype == DType::f64 ? go(E, d, double(a.slope)) : go(E, d, float(a.slope));
   };
   if (l.inst.kernel() != Kernel::fusedmm_dot_rows || a.E != nullptr || a.A.nnz == 0) return run(a.E, deps);
-  // the rows walk meets its two phases in E; without the caller's, in a workspace of nnz values
+  // the rows walk meets its two phases in E; without the caller's, in a workspace of nnz x H values
   // (what the unfused SDDMM + SpMM would write and read back; here its entries stay in cache
   // between the phases), one per context and device, grown to the largest call and kept until the
   // process ends. Calls that share it are ordered by its last user's event. (Allocating and
@@ -62,7 +62,8 @@ sycl::event fusedmm(sycl::queue &q, const FusedArgs &a, const Deps &deps) {
   static std::mutex mu;
   // never destroyed: SYCL objects must not outlive the runtime in static destructors at exit
   static auto *spaces = new std::unordered_map<std::pair<sycl::context, sycl::device>, Workspace, PlaceHash>();
-  const std::size_t need = std::size_t(a.A.nnz) * (a.dtype == DType::f64 ? sizeof(double) : sizeof(float));
+  const std::size_t need =
+      std::size_t(a.A.nnz) * std::size_t(a.H) * (a.dtype == DType::f64 ? sizeof(double) : sizeof(float));
   std::lock_guard<std::mutex> lock(mu);
   Workspace &w = (*spaces)[{q.get_context(), q.get_device()}];
   if (w.bytes < need) {

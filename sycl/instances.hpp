@@ -51,7 +51,7 @@ enum class Kernel : std::uint8_t {
   esimd_spmm_panel,   // esimd/panel.hpp (dense-ish inputs, row panels staged in SLM)
   qgemm_tn_partial,   // qgemm.hpp (int8 A^T B: segment sums)
   qgemm_tn_combine,   // qgemm.hpp (int8 A^T B: int64 combine and scale)
-  fusedmm_dot_rows,   // fusedmm.hpp (dot, one head, F = NF * SG: runs of rows, scores then rows)
+  fusedmm_dot_rows,   // fusedmm.hpp (dot, F = NF * SG: runs of rows, scores then rows)
 };
 inline constexpr int kKernelCount = 30;
 
@@ -113,8 +113,8 @@ inline constexpr KernelSpec kKernels[kKernelCount] = {
     {Kernel::qgemm_tn_partial, "qgemm.hpp", "gnnsparse::qgemm_tn_partial", 3,
      {A::integer, A::integer, A::integer}},  // SG TM VN
     {Kernel::qgemm_tn_combine, "qgemm.hpp", "gnnsparse::qgemm_tn_combine", 1, {A::integer}},  // U
-    {Kernel::fusedmm_dot_rows, "fusedmm.hpp", "gnnsparse::fusedmm_dot_rows_sg", 5,
-     {A::dtype, A::itype, A::integer, A::integer, A::integer}},  // T I SG NF V
+    {Kernel::fusedmm_dot_rows, "fusedmm.hpp", "gnnsparse::fusedmm_dot_rows_sg", 6,
+     {A::dtype, A::itype, A::integer, A::integer, A::integer, A::boolean}},  // T I SG NF V ONE_HEAD
 };
 constexpr bool table_in_order() {
   for (int i = 0; i < kKernelCount; ++i)

@@ -11,7 +11,7 @@
 //   sddmm_csr       add: a work-item per row; dot only where sub-groups are 1 wide: a work-item
 //                   per (edge, head)
 //   fusedmm_csr_sg  lanes over D, V features per lane, ntiles tiles of SG * V
-//   fusedmm_dot_rows_sg  dot, one head, F = NF * SG (CPU devices): runs of `rows` rows, the
+//   fusedmm_dot_rows_sg  dot, F = NF * SG (CPU devices): runs of `rows` rows, the
 //                   run's scores into E by sddmm_dot_sg's run schedule, then per row the edge
 //                   function in place and the aggregation as spmm_csr_sg walks a row
 //   spmm_heads_sg / spmm_heads_narrow  spmm_csr_sg / spmm_csr_narrow's schedules over the H * D
@@ -205,7 +205,7 @@ inline int fused_dot_nf(long sg, long F) {
   return nf <= kMaxFusedNF ? nf : 0;
 }
 
-// Rows per sub-group of fusedmm_dot_rows_sg: about 8 batches of SG edges at the mean degree, at
+// Rows per sub-group of fusedmm_dot_rows_sg: about 8 batches of SG (edge, head) pairs per run, at
 // most 64 rows, fewer when that would leave under 64 sub-groups per compute unit (as
 // spmm_rows_per_subgroup).
 inline long fused_rows_per_subgroup(const DeviceCaps &c, long M, long nnz, long sg) {
@@ -217,20 +217,20 @@ inline long fused_rows_per_subgroup(const DeviceCaps &c, long M, long nnz, long 
   return r;
 }
 
-// Preconditions: M > 0, H > 0. CPU devices, dot with one head and F = NF * SG: fusedmm_dot_rows_sg
-// (whatever D, so the edge values of D = 0 and D > 0 are the same bits; one sub-group per run of
-// rows takes all D columns); else, or without rows_walk (GNNSPARSE_SYCL_FUSEDMM=sg,
-// sycl/fusedmm.cpp), fusedmm_csr_sg. Measured on the OpenCL CPU device (2 cores, 2026-12-07,
+// Preconditions: M > 0, H > 0. CPU devices, dot with F = NF * SG (any number of heads):
+// fusedmm_dot_rows_sg (whatever D, so the edge values of D = 0 and D > 0 are the same bits; one
+// sub-group per run of rows takes all heads and D columns); else, or without rows_walk
+// (GNNSPARSE_SYCL_FUSEDMM=sg, sycl/fusedmm.cpp), fusedmm_csr_sg. Measured on the OpenCL CPU device (2 cores, 2026-12-07,
 // docs/performance.md): 1.8-2.9x fusedmm_csr_sg.
 inline Launch fusedmm_launch(const DeviceCaps &c, const FusedArgs &a, bool rows_walk = true) {
   const int sg = int(c.preferred_sg);
   Launch l;
   int V;
   feature_tiles(sg, a.D, V, l.ntiles);
-  const int nf = rows_walk && c.cpu && sg >= 2 && a.op == SddmmOp::dot && a.H == 1 ? fused_dot_nf(sg, long(a.F)) : 0;
+  const int nf = rows_walk && c.cpu && sg >= 2 && a.op == SddmmOp::dot ? fused_dot_nf(sg, long(a.F)) : 0;
   if (nf > 0) {
-    l.inst = Instance::of(Kernel::fusedmm_dot_rows, a.dtype, a.A.itype, sg, nf, V);
-    l.rows = fused_rows_per_subgroup(c, long(a.A.M), long(a.A.nnz), sg);
+    l.inst = Instance::of(Kernel::fusedmm_dot_rows, a.dtype, a.A.itype, sg, nf, V, a.H == 1);
+    l.rows = fused_rows_per_subgroup(c, long(a.A.M), long(a.A.nnz) * long(a.H), sg);  // pairs
     l.ntiles = 1;  // the kernel walks all D columns in chunks of SG * V
     l.global = std::size_t((a.A.M + l.rows - 1) / l.rows) * sg;
   } else {
@@ -418,7 +418,8 @@ void for_each_portable_instance(int sg, F &&f) {
             for (int V = 1; V <= kMaxV; V *= 2) f(Instance::of(Kernel::fusedmm_sg, t, i, op, e, w, sg, V));
       if (sg >= 2)
         for (int nf = 1; nf <= kMaxFusedNF; nf *= 2)
-          for (int V = 1; V <= kMaxV; V *= 2) f(Instance::of(Kernel::fusedmm_dot_rows, t, i, sg, nf, V));
+          for (int V = 1; V <= kMaxV; V *= 2)
+            for (bool one : {false, true}) f(Instance::of(Kernel::fusedmm_dot_rows, t, i, sg, nf, V, one));
     }
 }
 

@@ -237,6 +237,40 @@ def test_fusedmm_dot_rows_walk(rng, monkeypatch, F, dtype, index_dtype):
         gs.fusedmm(A, X, Y, Zw[:, :F].copy(), op="dot")
 
 
+@pytest.mark.parametrize("F,H", [(16, 3), (32, 2), (64, 4)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fusedmm_dot_rows_walk_heads(rng, monkeypatch, F, H, dtype):
+    """The rows walk with several heads (dot, F = NF * 16 per head): against the oracle and against
+    fusedmm_csr_sg (GNNSPARSE_SYCL_FUSEDMM=sg) for every edge function, with and without values, at
+    D = 0, 1, 11, F and 48 per head, with empty rows and a 200-entry row; edge values of D = 0 bitwise
+    those of D > 0; without E asked for the same output bits."""
+    M, K = 97, 61
+    for weighted in (True, False):
+        A = random_csr(rng, M, K, mean_deg=6, hub=200, weighted=weighted, dtype=dtype)
+        X = (rng.standard_normal((M, H, F)) * 0.3).astype(dtype)
+        Y = (rng.standard_normal((K, H, F)) * 0.3).astype(dtype)
+        Zw = rng.standard_normal((K, H, 64)).astype(dtype)
+        for edge in ("none", "leaky_relu", "exp", "softmax", "leaky_relu_softmax"):
+            E0 = None
+            for D in (0, 1, 11, F, 48):
+                Z = np.ascontiguousarray(Zw[:, :, :D])
+                want_out, want_e = ref.fusedmm(A, X, Y, Z, op="dot", edge=edge, slope=0.1, return_edges=True)
+                tol = TOL[dtype] if dtype == np.float64 else dict(rtol=1e-4, atol=1e-5)
+                for mode in ("auto", "sg"):
+                    monkeypatch.setenv("GNNSPARSE_SYCL_FUSEDMM", mode)
+                    out, E = (np.asarray(t) for t in
+                              gs.fusedmm(A, X, Y, Z, op="dot", edge=edge, slope=0.1, return_edges=True))
+                    np.testing.assert_allclose(E, want_e, **{**tol, "atol": tol["atol"] * max(1, abs(want_e).max())})
+                    if D:
+                        np.testing.assert_allclose(out, want_out,
+                                                   **{**tol, "atol": tol["atol"] * max(1, abs(want_out).max())})
+                        alone = np.asarray(gs.fusedmm(A, X, Y, Z, op="dot", edge=edge, slope=0.1))
+                        assert np.array_equal(alone, out), f"{mode}: D = {D} without E differs from with E"
+                    if mode == "auto":
+                        E0 = E if E0 is None else E0
+                        assert np.array_equal(E, E0), f"edge values of D = {D} differ from D = 0's"
+
+
 def test_fusedmm_rows_walk_workspace(rng):
     """The rows walk without the caller's E runs in a workspace kept per device, grown to the largest
     call: calls on graphs of growing and shrinking nnz, float32 and float64 (two element sizes),

@@ -117,100 +117,107 @@ void fusedmm_csr_sg(const I *rowptr, const I *col, const T *val, const T *X, con
   }
 }
 
-// dot with one head and F = NF * SG (CPU devices; sycl/policy.hpp fusedmm_launch): a sub-group per
-// run of `rows` consecutive rows, in two phases that meet in E (the caller's edge values, or
-// sycl/fusedmm.cpp's workspace of nnz values when they are not asked for):
-//  1. the run's dot products into E by sddmm_dot_sg's run schedule (DotRun: batches of SG edges
-//     across row ends, the X slice of each edge's row in registers, one transpose-reduce per batch,
-//     one contiguous store): the same bits as gs.sddmm;
-//  2. per row, the edge function in place over the row's entries of E (lanes strided over the
-//     edges; a row softmax's max and sum by two sub-group reductions, then exp(w - max) / sum), the
-//     values applied, then the aggregation over all D columns in chunks of SG * V, each edge's
-//     weight a uniform scalar load of E (the row's entries are in L1 by then), as spmm_csr_sg walks a
-//     row.
+// dot with F = NF * SG (CPU devices; sycl/policy.hpp fusedmm_launch): a sub-group per run of `rows`
+// consecutive rows, in two phases that meet in E (the caller's edge values, or sycl/fusedmm.cpp's
+// workspace of nnz x H values when they are not asked for):
+//  1. the run's (edge, head) dot products into E by sddmm_dot_sg's run schedule (DotRun: batches
+//     of SG pairs across row ends, the X slice of the pair's (row, head) in registers -- with one
+//     head (ONE_HEAD) kept across a row --, one transpose-reduce per batch, one contiguous store):
+//     the same bits as gs.sddmm;
+//  2. per row and head, the edge function in place over the (row, head)'s entries of E (lanes
+//     strided over the edges; a row softmax's max and sum by two sub-group reductions, then
+//     exp(w - max) / sum), the values applied, then the aggregation over the head's D columns in
+//     chunks of SG * V, each edge's weight a uniform scalar load of E (in L1 by then), as
+//     spmm_csr_sg walks a row.
 // On the CPU device, which runs a sub-group as one SIMD instruction stream and is bound by
 // instructions rather than bytes, this is SDDMM + SpMM without E's round trip through memory and
 // with one launch; a single walk that broadcast each edge's weight from its lane cost twice the
-// SpMM's instructions per edge (docs/performance.md). The edge values do not depend on D (D = 0:
-// phases 1 and 2's edge function only), every sum runs in a fixed order: bitwise reproducible for a
+// SpMM's instructions per edge, and a sub-group per (row, head) with a group reduction per edge
+// (fusedmm_csr_sg) more (docs/performance.md). The edge values do not depend on D (D = 0: phase 1
+// and phase 2's edge function only), every sum runs in a fixed order: bitwise reproducible for a
 // given sub-group size and row run. A NaN score, or an infinity that makes w - max NaN, turns its
-// row NaN under a row softmax, as exp(e - max(e)) does (ops.hpp).
-template <typename T, typename I, int SG, int NF, int V>
+// (row, head) NaN under a row softmax, as exp(e - max(e)) does (ops.hpp).
+template <typename T, typename I, int SG, int NF, int V, bool ONE_HEAD>
 SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))
 SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<SG>))
 void fusedmm_dot_rows_sg(const I *rowptr, const I *col, const T *val, const T *X, const T *Y, const T *Z, T *Out,
-                         T *E, long M, long D, long rows, int edge, T slope) {
+                         T *E, long M, long H, long D, long rows, int edge, T slope) {
   static_assert(SG >= 2 && (SG & (SG - 1)) == 0, "power-of-two sub-group");
   const auto [sg, g, lane] = subgroup_slot();
   const long r0 = g * rows;
   if (r0 >= M) return;
   const long r1 = r0 + rows < M ? r0 + rows : M;
+  const long HH = ONE_HEAD ? 1 : H;  // a compile-time 1 with one head
   const long kb = long(rowptr[r0]), ke = long(rowptr[r1]);
   const EdgeFn ef = EdgeFn(edge);
   const bool sm = row_softmax(ef), leaky = ef == EdgeFn::leaky_relu || ef == EdgeFn::leaky_relu_softmax;
   const bool weighted = val != nullptr, ex = ef == EdgeFn::exp;
-  if (ke > kb) DotRun<T, I, SG, NF, true>{}.run(sg, lane, rowptr, col, X, Y, E, M, 1, kb, ke);
+  if (ke > kb) DotRun<T, I, SG, NF, ONE_HEAD>{}.run(sg, lane, rowptr, col, X, Y, E, M, HH, kb * HH, ke * HH);
   sycl::group_barrier(sg);  // the scores were stored by other lanes
   for (long i = r0; i < r1; ++i) {
     const long b = long(rowptr[i]), e = long(rowptr[i + 1]);
-    if (sm) {
-      T mx = -std::numeric_limits<T>::infinity();
-      for (long k = b + lane; k < e; k += SG) {
-        T w = E[k];
-        if (leaky) w = w > T(0) ? w : slope * w;
-        mx = sycl::fmax(mx, w);
-      }
-      const T m = sycl::reduce_over_group(sg, mx, sycl::maximum<T>());
-      T s = T(0);
-      for (long k = b + lane; k < e; k += SG) {
-        T w = E[k];
-        if (leaky) w = w > T(0) ? w : slope * w;
-        s += sycl::exp(w - m);
-      }
-      const T inv = T(1) / sycl::reduce_over_group(sg, s, sycl::plus<T>());
-      for (long k = b + lane; k < e; k += SG) {
-        T w = E[k];
-        if (leaky) w = w > T(0) ? w : slope * w;
-        w = sycl::exp(w - m) * inv;
-        if (weighted) w *= val[k];
-        E[k] = w;
-      }
-    } else if (leaky || ex || weighted) {
-      for (long k = b + lane; k < e; k += SG) {
-        T w = E[k];
-        if (leaky) w = w > T(0) ? w : slope * w;
-        if (ex) w = sycl::exp(w);
-        if (weighted) w *= val[k];
-        E[k] = w;
-      }
-    }
-    if (D == 0) continue;
-    if (sm || leaky || ex || weighted) sycl::group_barrier(sg);  // the row's weights, stored by other lanes
-    T *o = Out + i * D + lane;
-    for (long c = 0; c < D; c += SG * V) {
-      T acc[V];
-#pragma unroll
-      for (int v = 0; v < V; ++v) acc[v] = T(0);
-      if (c + SG * V <= D) {  // uniform: a whole chunk, no per-column tests
-        for (long k = b; k < e; ++k) {
-          const T w = E[k];
-          const T *z = Z + long(col[k]) * D + c + lane;
-#pragma unroll
-          for (int v = 0; v < V; ++v) acc[v] += w * z[v * SG];
+    for (long h = 0; h < HH; ++h) {
+      T *eh = E + h;  // the head's entry of edge k: eh[k * HH]
+      if (sm) {
+        T mx = -std::numeric_limits<T>::infinity();
+        for (long k = b + lane; k < e; k += SG) {
+          T w = eh[k * HH];
+          if (leaky) w = w > T(0) ? w : slope * w;
+          mx = sycl::fmax(mx, w);
         }
+        const T m = sycl::reduce_over_group(sg, mx, sycl::maximum<T>());
+        T s = T(0);
+        for (long k = b + lane; k < e; k += SG) {
+          T w = eh[k * HH];
+          if (leaky) w = w > T(0) ? w : slope * w;
+          s += sycl::exp(w - m);
+        }
+        const T inv = T(1) / sycl::reduce_over_group(sg, s, sycl::plus<T>());
+        for (long k = b + lane; k < e; k += SG) {
+          T w = eh[k * HH];
+          if (leaky) w = w > T(0) ? w : slope * w;
+          w = sycl::exp(w - m) * inv;
+          if (weighted) w *= val[k];
+          eh[k * HH] = w;
+        }
+      } else if (leaky || ex || weighted) {
+        for (long k = b + lane; k < e; k += SG) {
+          T w = eh[k * HH];
+          if (leaky) w = w > T(0) ? w : slope * w;
+          if (ex) w = sycl::exp(w);
+          if (weighted) w *= val[k];
+          eh[k * HH] = w;
+        }
+      }
+      if (D == 0) continue;
+      if (sm || leaky || ex || weighted) sycl::group_barrier(sg);  // the weights, stored by other lanes
+      T *o = Out + (i * HH + h) * D + lane;
+      const T *zh = Z + h * D + lane;  // the head's columns of Z row j: zh[j * HH * D + c]
+      for (long c = 0; c < D; c += SG * V) {
+        T acc[V];
 #pragma unroll
-        for (int v = 0; v < V; ++v) o[c + v * SG] = acc[v];
-      } else {
-        for (long k = b; k < e; ++k) {
-          const T w = E[k];
-          const T *z = Z + long(col[k]) * D + c + lane;
+        for (int v = 0; v < V; ++v) acc[v] = T(0);
+        if (c + SG * V <= D) {  // uniform: a whole chunk, no per-column tests
+          for (long k = b; k < e; ++k) {
+            const T w = eh[k * HH];
+            const T *z = zh + long(col[k]) * HH * D + c;
+#pragma unroll
+            for (int v = 0; v < V; ++v) acc[v] += w * z[v * SG];
+          }
+#pragma unroll
+          for (int v = 0; v < V; ++v) o[c + v * SG] = acc[v];
+        } else {
+          for (long k = b; k < e; ++k) {
+            const T w = eh[k * HH];
+            const T *z = zh + long(col[k]) * HH * D + c;
+#pragma unroll
+            for (int v = 0; v < V; ++v)
+              if (c + v * SG + lane < D) acc[v] += w * z[v * SG];
+          }
 #pragma unroll
           for (int v = 0; v < V; ++v)
-            if (c + v * SG + lane < D) acc[v] += w * z[v * SG];
+            if (c + v * SG + lane < D) o[c + v * SG] = acc[v];
         }
-#pragma unroll
-        for (int v = 0; v < V; ++v)
-          if (c + v * SG + lane < D) o[c + v * SG] = acc[v];
       }
     }
   }
