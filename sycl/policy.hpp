@@ -222,8 +222,8 @@ inline long fused_rows_per_subgroup(const DeviceCaps &c, long M, long nnz, long 
 // Preconditions: M > 0, H > 0. CPU devices, dot with F = NF * SG (any number of heads):
 // fusedmm_dot_rows_sg (whatever D, so the edge values of D = 0 and D > 0 are the same bits; one
 // sub-group per run of rows takes all heads and D columns); else, or without rows_walk
-// (GNNSPARSE_SYCL_FUSEDMM=sg, sycl/fusedmm.cpp), fusedmm_csr_sg. Measured on the OpenCL CPU device (2 cores, 2026-12-07,
-// docs/performance.md): 1.8-2.9x fusedmm_csr_sg.
+// (GNNSPARSE_SYCL_FUSEDMM=sg, sycl/fusedmm.cpp), fusedmm_csr_sg. Measured on the OpenCL CPU
+// device (2 cores, 2026-12-07, docs/performance.md): 1.1-3.6x fusedmm_csr_sg.
 inline Launch fusedmm_launch(const DeviceCaps &c, const FusedArgs &a, bool rows_walk = true) {
   const int sg = int(c.preferred_sg);
   Launch l;

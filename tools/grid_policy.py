@@ -16,12 +16,13 @@ import argparse
 import copy
 import csv
 import math
+import statistics
 
 from gnnsparse import _dense
 
 
 def _geo(xs):
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+    return statistics.geometric_mean(xs) if xs else float("nan")
 
 
 def replay(rows, precision, threshold):

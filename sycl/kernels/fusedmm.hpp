@@ -39,20 +39,15 @@ inline T sg_score(const sycl::sub_group &sg, long lane, const T *X, const T *Y, 
 // score, and every score goes through exp(w - m), so a NaN, or an infinity that makes w - m NaN,
 // turns the row NaN as exp(e - max(e)) does (ops.hpp).
 template <typename T, int V>
-inline void raise_max(T w, T &m, T &s, T (&acc)[V]) {  // (m, s, acc) onto the max fmax(m, w)
+inline T online_softmax(T w, T &m, T &s, T (&acc)[V]) {
   const T mn = sycl::fmax(m, w);
-  if (mn != m) {
+  if (mn != m) {  // (m, s, acc) onto the new max
     const T scale = sycl::exp(m - mn);
     s *= scale;
 #pragma unroll
     for (int v = 0; v < V; ++v) acc[v] *= scale;
     m = mn;
   }
-}
-
-template <typename T, int V>
-inline T online_softmax(T w, T &m, T &s, T (&acc)[V]) {
-  raise_max(w, m, s, acc);
   const T p = sycl::exp(w - m);
   s += p;
   return p;
