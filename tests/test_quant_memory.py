@@ -106,7 +106,7 @@ def test_relu_dropout(device):
     saved = []
     with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
         y = qa.relu_dropout(h, 0.5, True)
-    assert len(saved) == 1 and saved[0].dtype == torch.uint8 and saved[0].shape == ((h.numel() + 7) // 8,)
+    assert len(saved) == 1 and saved[0].dtype == torch.uint8 and saved[0].shape == (((h.numel() + 31) // 32) * 4,)
     keep = y != 0
     assert torch.equal(y, torch.relu(h.detach()) * keep * 2.0)
     assert 0.3 < float(keep.float().mean() / (h > 0).float().mean()) < 0.7
@@ -291,8 +291,9 @@ def test_mask_bits_round_trip(device, monkeypatch, n, chunk):
     monkeypatch.setattr(qa, "_ACT_CHUNK", chunk)
     keep = torch.rand(n, generator=torch.Generator().manual_seed(n)).lt(0.5).to(device)
     bits = qa._pack_mask(keep)
-    assert bits.dtype == torch.uint8 and bits.shape == ((n + 7) // 8,)
-    assert np.array_equal(bits.cpu().numpy(), np.packbits(keep.cpu().numpy(), bitorder="little"))
+    assert bits.dtype == torch.uint8 and bits.shape == (((n + 31) // 32) * 4,)  # whole 32-bit words
+    assert np.array_equal(bits[:(n + 7) // 8].cpu().numpy(), np.packbits(keep.cpu().numpy(), bitorder="little"))
+    assert not bits[(n + 7) // 8:].any()
     assert torch.equal(qa._unpack_mask(bits, 0, n), keep)
     # a mask that starts inside a word of its storage, and one of two dimensions
     big = torch.cat([keep.new_ones(3), keep, keep.new_zeros(5)])

@@ -4,6 +4,7 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include "gnnsparse/act_dropout.hpp"
 #include "gnnsparse/gat_softmax.hpp"
 #include "gnnsparse/qgemm.hpp"
 #include "gnnsparse/quant.hpp"
@@ -34,5 +35,8 @@ std::int64_t qgemm_tn_work(std::int64_t K, std::int64_t M, std::int64_t N);
 void gat_softmax_stats(const GatSoftmaxArgs& a, cudaStream_t stream);
 void gat_softmax_weights_t(const GatSoftmaxArgs& a, cudaStream_t stream);
 void gat_softmax_grad(const GatSoftmaxArgs& a, cudaStream_t stream);
+// ReLU / ELU + dropout with the mask as bits (gnnsparse/act_dropout.hpp): one launch each way.
+void act_dropout(const ActDropoutArgs& a, cudaStream_t stream);
+void act_dropout_backward(const ActDropoutArgs& a, cudaStream_t stream);
 
 }  // namespace gnnsparse::cuda

@@ -8,6 +8,10 @@
 //   gat_softmax_grad     (stream, A, long_rows, n_long, fd, fs, m, inv, ld_m, ld_inv, H, slope, t)
 //   GAT_LONG_ROW: entries from which a row is long (must be in long_rows)
 //   (ld_m / ld_inv: row strides of m / inv in floats)
+// and ReLU / ELU + dropout with the mask as bits (gnnsparse/act_dropout.hpp; Python:
+// gnnsparse.quant.autograd relu_dropout / elu_dropout_, through CudaBackend.act_dropout):
+//   act_dropout         (stream, act, n, h, out, bits, p, seed)     act: 0 relu, 1 elu
+//   act_dropout_backward(stream, act, n, g, y, bits, p, dh)         y: the forward's output (elu)
 //
 // A is a gnnsparse._core.CsrView of A (AT: of its transpose, t_rowptr / t_col, K rows); arrays
 // are device addresses as ints; validated by gnnsparse._gat_softmax, the only caller.
@@ -69,6 +73,14 @@ struct CudaQuantBackend {
     py::gil_scoped_release nogil;
     cuda::gat_softmax_grad(a, stream(s));
   }
+  static void act_dropout(Exec &s, const ActDropoutArgs &a) {
+    py::gil_scoped_release nogil;
+    cuda::act_dropout(a, stream(s));
+  }
+  static void act_dropout_backward(Exec &s, const ActDropoutArgs &a) {
+    py::gil_scoped_release nogil;
+    cuda::act_dropout_backward(a, stream(s));
+  }
 };
 
 inline GatSoftmaxArgs gat_softmax_args(const CsrView &A, addr long_rows, std::int64_t n_long, addr fd, addr fs,
@@ -124,10 +136,51 @@ inline void bind_gat_softmax_cuda(py::module_ &m) {
       py::arg("m"), py::arg("inv"), py::arg("ld_m"), py::arg("ld_inv"), py::arg("H"), py::arg("slope"), py::arg("t"));
 }
 
+inline ActDropoutArgs act_dropout_args(int act, std::int64_t n, double p) {
+  if (act != 0 && act != 1) throw std::invalid_argument("act_dropout: act must be 0 (relu) or 1 (elu)");
+  if (!(p >= 0.0 && p < 1.0)) throw std::invalid_argument("act_dropout: p must be in [0, 1)");
+  ActDropoutArgs a;
+  a.act = static_cast<Act>(act);
+  a.n = n;
+  a.threshold = dropout_threshold(p);
+  a.scale = static_cast<float>(1.0 / (1.0 - p));
+  return a;
+}
+
+inline void bind_act_dropout_cuda(py::module_ &m) {
+  using B = CudaQuantBackend;
+  using Exec = B::Exec;
+  m.def(
+      "act_dropout",
+      [](Exec exec, int act, std::int64_t n, addr h, addr out, addr bits, double p, std::uint64_t seed) {
+        ActDropoutArgs a = act_dropout_args(act, n, p);
+        a.h = static_cast<const float *>(cptr(h));
+        a.out = static_cast<float *>(mptr(out));
+        a.bits = static_cast<std::uint32_t *>(mptr(bits));
+        a.seed = seed;
+        return B::act_dropout(exec, a);
+      },
+      py::arg("exec"), py::arg("act"), py::arg("n"), py::arg("h"), py::arg("out"), py::arg("bits"), py::arg("p"),
+      py::arg("seed"));
+  m.def(
+      "act_dropout_backward",
+      [](Exec exec, int act, std::int64_t n, addr g, addr y, addr bits, double p, addr dh) {
+        ActDropoutArgs a = act_dropout_args(act, n, p);
+        a.g = static_cast<const float *>(cptr(g));
+        a.y = static_cast<const float *>(cptr(y));
+        a.bits = static_cast<std::uint32_t *>(mptr(bits));
+        a.dh = static_cast<float *>(mptr(dh));
+        return B::act_dropout_backward(exec, a);
+      },
+      py::arg("exec"), py::arg("act"), py::arg("n"), py::arg("g"), py::arg("y"), py::arg("bits"), py::arg("p"),
+      py::arg("dh"));
+}
+
 inline void bind_quant_cuda(py::module_ &m) {
   bind_quant<CudaQuantBackend>(m);
   bind_qgemm<CudaQuantBackend>(m);
   bind_gat_softmax_cuda(m);
+  bind_act_dropout_cuda(m);
 }
 
 }  // namespace gnnsparse::bindings

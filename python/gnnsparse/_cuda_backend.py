@@ -344,6 +344,32 @@ class CudaBackend:
         return t
 
 
+    # ------------------------------------------------------------ ReLU / ELU + dropout, mask as bits
+    # (contract include/gnnsparse/act_dropout.hpp; caller gnnsparse.quant.autograd): contiguous
+    # float32 torch tensors, checked there; bits: uint8, ceil(n / 32) * 4 bytes (whole 32-bit words).
+    ACTS = {"relu": 0, "elu": 1}
+
+    def _act(self, act) -> int:
+        if act not in self.ACTS:
+            raise ValueError(f"act_dropout: act must be relu or elu, got {act!r}")
+        return self.ACTS[act]
+
+    def act_dropout(self, act, h, out, p, seed):
+        """out <- act + dropout of h (out may be h); returns the mask's bits (uint8, whole words)."""
+        run = _run(h)
+        n = h.numel()
+        bits = run.torch.empty(((n + 31) // 32) * 4, dtype=run.torch.uint8, device=run.device)
+        _launch(run, _ext.act_dropout, self._act(act), n, run.addr(h), run.addr(out), run.addr(bits), p, seed)
+        return bits
+
+    def act_dropout_backward(self, act, g, y, bits, p, dh):
+        """dh <- the gradient through act + dropout (y: the forward's output, for elu); returns dh."""
+        run = _run(g)
+        _launch(run, _ext.act_dropout_backward, self._act(act), g.numel(), run.addr(g), run.addr(y), run.addr(bits), p,
+                run.addr(dh))
+        return dh
+
+
 def _row_stride(x, H) -> int:
     """The row stride of an (rows, H) torch view (H for a single row, whose stride torch may set to anything)."""
     return x.stride(0) if x.shape[0] > 1 else H

@@ -39,6 +39,8 @@ data and scales: no float32 copy of an activation is kept):
 """
 from __future__ import annotations
 
+import os
+
 import torch
 import torch.nn.functional as F
 
@@ -590,7 +592,8 @@ _GATHER_BITS = 0x0002040810204081  # sum over j of 2^(7 j): see _pack_mask
 
 def _pack_mask(keep: torch.Tensor) -> torch.Tensor:
     """A boolean mask as bits (uint8, element k in bit k % 8 of byte k // 8; zero-padded to whole
-    bytes): an eighth of its bytes for the backward. Each 8 mask bytes (0 / 1) read as one int64 w
+    32-bit words, the layout of the act_dropout kernels, which read it): an eighth of its bytes for
+    the backward. Each 8 mask bytes (0 / 1) read as one int64 w
     (little-endian: byte i is element 8 q + i) are gathered into one byte by a multiply: w * sum_j
     2^(7 j) holds byte i's bit at 8 i + 7 (7 - i) = 49 + i, and every other product term below bit
     49 at a distinct position (no carries into bits 49-56); >> 49 and the cast to uint8 keep those
@@ -598,8 +601,8 @@ def _pack_mask(keep: torch.Tensor) -> torch.Tensor:
     reduction over rows of 8, the old way, took 144 us on an arxiv-sized activation on an H100,
     2026-12-07); its temporary, 8 bytes per 8 elements, is a quarter of the float32 activation."""
     flat = keep.reshape(-1).view(torch.uint8)
-    if flat.numel() % 8:
-        flat = F.pad(flat, (0, 8 - flat.numel() % 8))
+    if flat.numel() % 32:
+        flat = F.pad(flat, (0, 32 - flat.numel() % 32))
     elif flat.storage_offset() % 8:  # an int64 view needs 8-byte aligned words
         flat = flat.clone()
     words = flat.view(torch.int64)
@@ -612,20 +615,42 @@ def _unpack_mask(bits: torch.Tensor, k0: int, k1: int) -> torch.Tensor:
     return (b[:, None] & _bit_weights(bits.device)).ne(0).reshape(-1)[:k1 - k0]
 
 
+def _act_backend(t):
+    """The CUDA backend when t takes the act_dropout kernels (a float32 CUDA tensor, the CUDA build,
+    GNNSPARSE_ACT_KERNEL not "off"), else None (torch's elementwise ops)."""
+    if not (t.is_cuda and t.dtype == torch.float32) or os.environ.get("GNNSPARSE_ACT_KERNEL", "").lower() == "off":
+        return None
+    from .._backends import BackendUnavailable, backend_for_kind
+
+    try:
+        return backend_for_kind("cuda")
+    except BackendUnavailable:
+        return None
+
+
 class _ReluDropout(torch.autograd.Function):
     @staticmethod
     def forward(ctx, h, p):
+        scale = 1.0 / (1.0 - p)
+        ctx.scale, ctx.shape, ctx.p = scale, h.shape, p
+        ctx.kernels = b = _act_backend(h)
+        if b is not None:  # one kernel: relu, the mask from the seeded generator, its bits, the scale
+            h = h.contiguous()
+            out = torch.empty_like(h)
+            ctx.save_for_backward(b.act_dropout("relu", h, out, p, next_seed()))
+            return out
         keep = h > 0
         if p > 0:  # the dropout mask, drawn as booleans (not a float32 tensor of uniforms)
             keep &= torch.empty(h.shape, dtype=torch.bool, device=h.device).bernoulli_(1.0 - p)
-        scale = 1.0 / (1.0 - p)
         ctx.save_for_backward(_pack_mask(keep))
-        ctx.scale, ctx.shape = scale, h.shape
         return _masked_scale(h, keep, scale)
 
     @staticmethod
     def backward(ctx, g):
         (bits,) = ctx.saved_tensors
+        if ctx.kernels is not None and not torch.is_grad_enabled():
+            g = g.contiguous()
+            return ctx.kernels.act_dropout_backward("relu", g, None, bits, ctx.p, torch.empty_like(g)), None
         keep = _unpack_mask(bits, 0, g.numel()).reshape(ctx.shape)
         return _masked_scale(g, keep, ctx.scale), None
 
@@ -643,8 +668,11 @@ def _masked_scale(t, keep, scale):
 def relu_dropout(h: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
     """F.dropout(F.relu(h), p, training) saving one mask for the backward (relu's sign and the
     dropout mask together, packed: 1 bit per element) instead of relu's float32 output and dropout's
-    mask. The mask is drawn by torch's generator (bernoulli), as F.dropout's, but not the same
-    draws. Outside training (or p = 0) it is F.relu."""
+    mask. On CUDA (float32) one kernel each way (cuda/act_dropout.cu: relu, the mask from the
+    quantizer's counter-based generator with a seed drawn from torch's generator, the bits and the
+    scale in one pass; GNNSPARSE_ACT_KERNEL=off: torch's ops); elsewhere the mask is drawn by torch's
+    generator (bernoulli). Either way seeded by torch.manual_seed, but not F.dropout's draws.
+    Outside training (or p = 0) it is F.relu."""
     return _act_dropout(h, p, training, torch.relu, _ReluDropout)
 
 
@@ -664,7 +692,7 @@ class _EluDropout(torch.autograd.Function):
     def forward(ctx, h, p):
         out, keep = torch.ops.aten.native_dropout(F.elu(h), p, True)  # F.dropout's own kernel and draws
         ctx.save_for_backward(out, _pack_mask(keep))
-        ctx.scale = 1.0 / (1.0 - p)
+        ctx.scale, ctx.p = 1.0 / (1.0 - p), p
         return out
 
     @staticmethod
@@ -672,6 +700,10 @@ class _EluDropout(torch.autograd.Function):
         out, bits = ctx.saved_tensors
         # elu's derivative from its output y = out / scale (1 where y > 0, else y + 1); where dropout
         # dropped an element, the masked gradient is 0 already
+        b = None if torch.is_grad_enabled() else _act_backend(g)
+        if b is not None and out.is_contiguous():  # one kernel
+            g = g.contiguous()
+            return b.act_dropout_backward("elu", g, out, bits, ctx.p, torch.empty_like(g)), None
         if torch.is_grad_enabled():  # create_graph: differentiable ops on the whole tensor (elu'' kept)
             keep = _unpack_mask(bits, 0, out.numel()).reshape(out.shape)
             return torch.ops.aten.elu_backward(_masked_scale(g, keep, ctx.scale), 1.0, 1.0, 1.0, True,
@@ -696,13 +728,22 @@ def _elu_drop_(h, p):
     return keep
 
 
+def _elu_drop_bits_(h, p):
+    """h <- dropout(elu(h)) in place; returns the mask as bits: on CUDA one act_dropout kernel (the
+    mask from the seeded generator), elsewhere _elu_drop_ and _pack_mask."""
+    b = _act_backend(h)
+    if b is not None:
+        return b.act_dropout("elu", h, h, p, next_seed())
+    return _pack_mask(_elu_drop_(h, p))
+
+
 class _EluDropoutInplace(_EluDropout):
     @staticmethod
     def forward(ctx, h, p):
-        keep = _elu_drop_(h, p)
+        bits = _elu_drop_bits_(h, p)
         ctx.mark_dirty(h)
-        ctx.save_for_backward(h, _pack_mask(keep))
-        ctx.scale = 1.0 / (1.0 - p)
+        ctx.save_for_backward(h, bits)
+        ctx.scale, ctx.p = 1.0 / (1.0 - p), p
         return h
 
 
@@ -711,8 +752,8 @@ def elu_dropout_(h: torch.Tensor, p: float, training: bool = True) -> torch.Tens
     convention: the caller gives h up; anything else holding h sees the new values, and a backward
     that saved h raises). Saves h and the mask as bits, as elu_dropout; at the forward it holds h
     and a boolean mask instead of h, elu(h), the output and the mask (products-sized GAT: 2.4 GB
-    less at that point). The mask is drawn by torch's generator (bernoulli, as relu_dropout), not
-    F.dropout's draws; the backward is elu_dropout's. Outside training (or p = 0): elu in place.
+    less at that point). The mask is drawn as relu_dropout's (on CUDA one act_dropout kernel each
+    way), not F.dropout's draws; the backward is elu_dropout's. Outside training (or p = 0): elu in place.
     h must not be a leaf that requires grad, nor a view (autograd's rules for in-place ops); such
     an h, or one under torch.compile, goes through elu_dropout (out of place)."""
     p = float(p)
@@ -724,7 +765,7 @@ def elu_dropout_(h: torch.Tensor, p: float, training: bool = True) -> torch.Tens
     if not training or p == 0.0:
         return F.elu(h, inplace=True)
     if not (torch.is_grad_enabled() and h.requires_grad):
-        _elu_drop_(h, p)
+        _elu_drop_bits_(h, p)
         return h
     return _EluDropoutInplace.apply(h, p)
 

@@ -53,6 +53,18 @@ def element_words(seed: int, n: int) -> np.ndarray:
     return np.stack(words, axis=1).reshape(-1)[:n]
 
 
+def dropout_threshold(p: float) -> int:
+    """round(p 2^32), at most 2^32 - 1 (include/gnnsparse/act_dropout.hpp dropout_threshold)."""
+    t = p * 4294967296.0 + 0.5
+    return 0xFFFFFFFF if t >= 4294967295.0 else (0 if t <= 0.0 else int(t))
+
+
+def dropout_keep(seed: int, n: int, p: float) -> np.ndarray:
+    """The act_dropout kernels' dropout mask of elements 0 .. n-1 (bool, n): element e is kept when
+    its random word (element_words) is at least dropout_threshold(p)."""
+    return element_words(seed, n) >= np.uint32(dropout_threshold(p))
+
+
 def absmax(x) -> np.float32:
     x = np.asarray(x, np.float32)
     if x.size == 0:
