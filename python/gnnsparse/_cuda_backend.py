@@ -358,7 +358,7 @@ class CudaBackend:
         """out <- act + dropout of h (out may be h); returns the mask's bits (uint8, whole words)."""
         run = _run(h)
         n = h.numel()
-        bits = run.torch.empty(((n + 31) // 32) * 4, dtype=run.torch.uint8, device=run.device)
+        bits = _empty_as(run, (((n + 31) // 32) * 4,), "uint8")
         _launch(run, _ext.act_dropout, self._act(act), n, run.addr(h), run.addr(out), run.addr(bits), p, seed)
         return bits
 
