@@ -89,7 +89,7 @@ __global__ void __launch_bounds__(ActDropoutTuning::kThreads) act_dropout_backwa
       d[j] = __fmul_rn(__fmul_rn(x[j], (nib >> j) & 1u ? 1.0f : 0.0f), a.scale);
       if constexpr (ACT == Act::elu) {
         const float r = __fdiv_rn(y[j], a.scale);
-        d[j] = r > 0.0f ? d[j] : __fmul_rn(d[j], __fadd_rn(r, 1.0f));
+        d[j] = r <= 0.0f ? __fmul_rn(d[j], __fadd_rn(r, 1.0f)) : d[j];  // torch's test: a NaN y gives d
       }
     }
     store_quad(a.dh, g, a.n, vec, d);

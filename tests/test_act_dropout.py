@@ -38,8 +38,10 @@ def backend():
     pytest.skip(msg)
 
 
-def _want(act, h, g, seed, p):
-    """(out, bits as bytes, dh) of the model, float32 NumPy."""
+def _want(act, h, g, seed, p, y=None):
+    """(out, bits as bytes, dh) of the model, float32 NumPy; ELU's dh from y, the kernel's own output
+    (NumPy's expm1 and the device's may differ in the last bit; the backward's arithmetic from y on
+    is exact float32 and is compared bit for bit)."""
     n = h.size
     scale = np.float32(1.0 / (1.0 - p))
     keep = model.dropout_keep(seed, n, p)
@@ -51,8 +53,8 @@ def _want(act, h, g, seed, p):
         bit = keep
         v = np.where(h > 0, h * scale, np.expm1(h) * scale).astype(np.float32)
         out = v * bit.astype(np.float32)
-        y = out / scale
-        dh = (g * bit.astype(np.float32) * scale) * np.where(y > 0, np.float32(1), y + np.float32(1))
+        r = (out if y is None else y) / scale
+        dh = (g * bit.astype(np.float32) * scale) * np.where(r <= 0, r + np.float32(1), np.float32(1))
     words = (n + 31) // 32
     packed = np.zeros(words * 4, np.uint8)
     packed[:(n + 7) // 8] = np.packbits(bit, bitorder="little")
@@ -90,12 +92,13 @@ def test_kernels_against_the_model(backend, act, p, n, offset):
     if act == "relu":
         assert np.array_equal(out.cpu().numpy(), out_w)
         assert np.array_equal(dh.cpu().numpy(), dh_w)
-    else:
+    else:  # expm1: NumPy's float32 one is up to 2 ulp off
         np.testing.assert_allclose(out.cpu().numpy(), out_w, rtol=5e-7, atol=1e-30)
         np.testing.assert_array_equal(out.cpu().numpy() == 0, out_w == 0)
-        np.testing.assert_allclose(dh.cpu().numpy(), dh_w, rtol=1e-6, atol=1e-30)
-    # in place (out = h) gives the same bits and values; a second run the same bits
-    again = hd.clone()
+        dh_y = _want(act, h, g, seed, p, y=out.cpu().numpy())[2]
+        assert np.array_equal(dh.cpu().numpy(), dh_y)
+    # in place (out = h, at the same alignment) gives the same bits and values; a second run the same
+    again = _on(h, offset)
     bits2 = backend.act_dropout(act, again, again, p, seed)
     assert torch.equal(bits2, bits) and torch.equal(again, out)
 
@@ -143,7 +146,7 @@ def test_elu_dropout_in_place_uses_the_kernel(backend, monkeypatch):
     path's (elu_dropout's backward through the kernel and through torch's blocks agree)."""
     h0 = torch.randn(257, 9, generator=torch.Generator().manual_seed(0)).cuda()
     g = torch.randn(257, 9, generator=torch.Generator().manual_seed(2)).cuda()
-    grads = []
+    masks = []
     for mode in ("", "off"):
         monkeypatch.setenv("GNNSPARSE_ACT_KERNEL", mode)
         w = torch.ones(1, device="cuda", requires_grad=True)
@@ -155,7 +158,11 @@ def test_elu_dropout_in_place_uses_the_kernel(backend, monkeypatch):
         y.backward(g)
         want = (g * keep / 0.6 * torch.where(h0 > 0, 1.0, torch.exp(h0)) * h0).sum()
         torch.testing.assert_close(w.grad[0], want, rtol=1e-5, atol=1e-5)
-        grads.append(keep)
+        masks.append(keep)
+    # the kernel's mask is the model's (the seed: torch's first draw after manual_seed(5))
+    seed = int(torch.randint(0, 2**63 - 1, (1,), dtype=torch.int64, generator=torch.Generator().manual_seed(5)).item())
+    want = model.dropout_keep(seed, h0.numel(), 0.4)
+    assert np.array_equal(masks[0].cpu().numpy().reshape(-1), want)
     # the out-of-place elu_dropout (F.dropout's draws) with the kernel's backward
     monkeypatch.setenv("GNNSPARSE_ACT_KERNEL", "")
     x = h0.clone().requires_grad_()

@@ -14,7 +14,7 @@
 //   ELU:  bit_e = keep_e;                 out_e = v_e * float(bit_e),
 //         v_e = h_e > 0 ? h_e * scale : expm1(h_e) * scale          (torch's elu with alpha 1)
 //         backward (from the output, y = out_e / scale): dh_e = (g_e * float(bit_e) * scale) *
-//         (y > 0 ? 1 : y + 1)
+//         (y <= 0 ? y + 1 : 1)   (torch's elu_backward on the result: a NaN y takes the 1)
 // (each product rounded on its own, left to right; a NaN or inf in h or g reaches its element as
 // in torch's masked scale, x * 0 = NaN). bits: element e in bit e % 32 of 32-bit word e / 32
 // (little-endian: bit e % 8 of byte e / 8), words = ceil(n / 32), the bits past n zero. out may be

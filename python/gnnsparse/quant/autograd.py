@@ -617,8 +617,9 @@ def _unpack_mask(bits: torch.Tensor, k0: int, k1: int) -> torch.Tensor:
 
 def _act_backend(t):
     """The CUDA backend when t takes the act_dropout kernels (a float32 CUDA tensor, the CUDA build,
-    GNNSPARSE_ACT_KERNEL not "off"), else None (torch's elementwise ops)."""
-    if not (t.is_cuda and t.dtype == torch.float32) or os.environ.get("GNNSPARSE_ACT_KERNEL", "").lower() == "off":
+    GNNSPARSE_ACT_KERNEL not "off", not under torch.compile), else None (torch's elementwise ops)."""
+    if (not (t.is_cuda and t.dtype == torch.float32) or torch.compiler.is_compiling()
+            or os.environ.get("GNNSPARSE_ACT_KERNEL", "").lower() == "off"):
         return None
     from .._backends import BackendUnavailable, backend_for_kind
 
@@ -766,6 +767,7 @@ def elu_dropout_(h: torch.Tensor, p: float, training: bool = True) -> torch.Tens
         return F.elu(h, inplace=True)
     if not (torch.is_grad_enabled() and h.requires_grad):
         _elu_drop_bits_(h, p)
+        torch.autograd.graph.increment_version(h)  # the kernel writes h behind autograd's back
         return h
     return _EluDropoutInplace.apply(h, p)
 
