@@ -634,7 +634,7 @@ class _ReluDropout(torch.autograd.Function):
     def forward(ctx, h, p):
         scale = 1.0 / (1.0 - p)
         ctx.scale, ctx.shape, ctx.p = scale, h.shape, p
-        ctx.kernels = b = _act_backend(h)
+        b = _act_backend(h)
         if b is not None:  # one kernel: relu, the mask from the seeded generator, its bits, the scale
             h = h.contiguous()
             out = torch.empty_like(h)
@@ -648,10 +648,11 @@ class _ReluDropout(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, g):
-        (bits,) = ctx.saved_tensors
-        if ctx.kernels is not None and not torch.is_grad_enabled():
+        (bits,) = ctx.saved_tensors  # the same bits from either forward path
+        b = None if torch.is_grad_enabled() else _act_backend(g)
+        if b is not None:  # one kernel
             g = g.contiguous()
-            return ctx.kernels.act_dropout_backward("relu", g, None, bits, ctx.p, torch.empty_like(g)), None
+            return b.act_dropout_backward("relu", g, None, bits, ctx.p, torch.empty_like(g)), None
         keep = _unpack_mask(bits, 0, g.numel()).reshape(ctx.shape)
         return _masked_scale(g, keep, ctx.scale), None
 
