@@ -1,10 +1,11 @@
-// ESIMD launchers of the quantizer passes (host code, g++ without -fsycl): the hooks
-// esimd_absmax_pass / esimd_quantize_pass of sycl/quant_ops.hpp, on devices with
-// aspect::ext_intel_esimd. Kernels: sycl/kernels/esimd/quantize.hpp, instances chosen by
+// ESIMD launchers of the quantized kernels (host code, g++ without -fsycl): the hooks
+// esimd_absmax_pass / esimd_quantize_pass / esimd_qspmm_pass of sycl/quant_ops.hpp, on devices with
+// aspect::ext_intel_esimd. Kernels: sycl/kernels/esimd/quantize.hpp and qspmm.hpp, instances chosen by
 // sycl/quant_policy.hpp, loaded through the KernelCache (shipped SPIR-V or pvc binaries when the
 // package was built with GNNSPARSE_SYCL_PVC=ON, else compiled at first use and cached). The
 // quantize pass covers the quad layout (n % 4 == 0; int4 also needs an even C) with 16-byte
-// aligned outputs; other shapes return std::nullopt and run the portable kernel.
+// aligned outputs; other shapes return std::nullopt and run the portable kernel. The SpMM takes
+// what esimd_qspmm_launch (sycl/quant_policy.hpp) covers.
 #include <sycl/sycl.hpp>
 
 #include <cstdint>
@@ -50,6 +51,21 @@ std::optional<sycl::event> esimd_quantize_pass(sycl::queue &q, const QuantizeArg
   const long threads = long((nquads + kNQ - 1) / kNQ);
   return submit_esimd(q, esimd_quantize_instance(a.bits, a.rounding), threads, deps, a.X, nquads,
                       static_cast<const float *>(a.scale), a.seed, static_cast<std::uint8_t *>(a.Q));
+}
+
+std::optional<sycl::event> esimd_qspmm_pass(sycl::queue &q, const QSpmmArgs &a, const Launch &l, const QDeps &deps) {
+  const sycl::kernel k = KernelCache::instance().get(q, l.inst);
+  const QOut &o = a.out;
+  const float *w = a.W != nullptr ? a.W : static_cast<const float *>(a.A.val);
+  return q.submit([&](sycl::handler &h) {
+    if (!deps.empty()) h.depends_on(deps);
+    h.set_args(a.A.rowptr, a.A.col, w, static_cast<const std::uint8_t *>(a.X.data), a.X.scale, a.Y,
+               std::int64_t(a.A.M), std::int64_t(a.X.C), std::int64_t(a.X.row_bytes()),
+               std::int64_t(a.W != nullptr ? a.H : 1), std::int64_t(a.X.C / a.H), a.identity_col ? 1 : 0,
+               a.reduce == Reduce::mean ? 1 : 0, static_cast<std::uint8_t *>(o.Q), o.scale_in, o.work, o.bits,
+               o.rounding == Rounding::stochastic ? 1 : 0, std::uint64_t(o.seed));
+    h.parallel_for(sycl::nd_range<1>{l.global, l.local}, k);
+  });
 }
 
 }  // namespace gnnsparse::sycl_rt

@@ -52,8 +52,9 @@ enum class Kernel : std::uint8_t {
   qgemm_tn_partial,   // qgemm.hpp (int8 A^T B: segment sums)
   qgemm_tn_combine,   // qgemm.hpp (int8 A^T B: int64 combine and scale)
   fusedmm_dot_rows,   // fusedmm.hpp (dot, F = NF * SG: runs of rows, scores then rows)
+  esimd_qspmm,        // esimd/qspmm.hpp (quantized SpMM sum / mean, quantized output optional)
 };
-inline constexpr int kKernelCount = 30;
+inline constexpr int kKernelCount = 31;
 
 struct KernelSpec {
   Kernel id;
@@ -115,6 +116,8 @@ inline constexpr KernelSpec kKernels[kKernelCount] = {
     {Kernel::qgemm_tn_combine, "qgemm.hpp", "gnnsparse::qgemm_tn_combine", 1, {A::integer}},  // U
     {Kernel::fusedmm_dot_rows, "fusedmm.hpp", "gnnsparse::fusedmm_dot_rows_sg", 6,
      {A::dtype, A::itype, A::integer, A::integer, A::integer, A::boolean}},  // T I SG NF V ONE_HEAD
+    {Kernel::esimd_qspmm, "esimd/qspmm.hpp", "gnnsparse::esimd::qspmm", 3,
+     {A::itype, A::integer, A::boolean}},  // I BITS W
 };
 constexpr bool table_in_order() {
   for (int i = 0; i < kKernelCount; ++i)

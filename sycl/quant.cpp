@@ -96,10 +96,16 @@ sycl::event qspmm(sycl::queue &q, const QSpmmArgs &a, const QDeps &deps) {
     check_qout("qspmm", o, 0);  // nothing to aggregate: the scales still follow the contract
     return delayed_finish(q, o, 0, deps);
   }
-  const Launch l = qspmm_launch(caps_of(q), a);
+  const DeviceCaps &caps = caps_of(q);
+  const std::optional<Launch> el = esimd_qspmm_launch(caps, a);  // Intel GPUs: the ESIMD kernel
+  const Launch l = el ? *el : qspmm_launch(caps, a);
   if (o.active()) {
     check_qout("qspmm", o, qspmm_out_partials(l));
     if (o.Q == nullptr) throw std::invalid_argument("gnnsparse sycl qspmm: null pointer for the quantized output");
+  }
+  if (el) {
+    const sycl::event e = *esimd_qspmm_pass(q, a, l, deps);
+    return o.active() ? delayed_finish(q, o, qspmm_out_partials(l), {e}) : e;
   }
   const float *w = a.W != nullptr ? a.W : static_cast<const float *>(a.A.val);
   sycl::event e = submit(q, l, deps, a.A.rowptr, a.A.col, w, static_cast<const unsigned char *>(a.X.data), a.X.scale,
@@ -113,7 +119,9 @@ sycl::event qspmm(sycl::queue &q, const QSpmmArgs &a, const QDeps &deps) {
 
 long qspmm_out_work(sycl::queue &q, const QSpmmArgs &a) {
   if (a.A.M <= 0 || a.X.C <= 0 || a.H <= 0 || a.X.C % a.H != 0) return 0;
-  return qspmm_out_partials(qspmm_launch(caps_of(q), a));
+  const DeviceCaps &caps = caps_of(q);
+  const std::optional<Launch> el = esimd_qspmm_launch(caps, a);
+  return qspmm_out_partials(el ? *el : qspmm_launch(caps, a));
 }
 
 sycl::event requantize(sycl::queue &q, const RequantizeArgs &a, const QDeps &deps) {

@@ -10,6 +10,7 @@
 
 #include "gnnsparse/qgemm.hpp"
 #include "gnnsparse/quant.hpp"
+#include "policy.hpp"
 
 namespace gnnsparse::sycl_rt {
 
@@ -35,5 +36,7 @@ long qgemm_tn_work(sycl::queue &q, long K, long M, long N);
 std::optional<sycl::event> esimd_absmax_pass(sycl::queue &q, const QuantizeArgs &a, long P, long chunk,
                                              const QDeps &deps);
 std::optional<sycl::event> esimd_quantize_pass(sycl::queue &q, const QuantizeArgs &a, const QDeps &deps);
+// The ESIMD quantized SpMM (sycl/esimd_quant.cpp) with the launch esimd_qspmm_launch chose.
+std::optional<sycl::event> esimd_qspmm_pass(sycl::queue &q, const QSpmmArgs &a, const Launch &l, const QDeps &deps);
 
 }  // namespace gnnsparse::sycl_rt

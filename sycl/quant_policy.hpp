@@ -15,14 +15,17 @@
 //   qsddmm_sg<I, SG>     a sub-group per (row, head)
 //   qfusedmm_sg<I, SG>   a sub-group per (row, head, tile of SG * kQV output columns)
 //   qgemm_tn_partial<SG, TM, VN>, qgemm_tn_combine<U>  the int8 A^T B (qgemm_tn_plan below)
+//   esimd::qspmm<I, BITS, W>  (Intel GPUs) a thread per (row, tile of 32 columns), sum / mean
 // Bits, the SDDMM op and the edge function are run-time arguments of these kernels; the quantized
 // SpMM is instantiated per reduction and weights (one edge loop per instance: the driver that
 // finishes the SPIR-V at first use compiled all eight in 1.5-2.6 s on the CPU device). The list:
-// 32 portable instances at one sub-group size (28 + the int8 TN GEMM's 4), plus the 5 ESIMD quantizer instances
-// (sycl/kernels/esimd/quantize.hpp) on Intel GPUs.
+// 32 portable instances at one sub-group size (28 + the int8 TN GEMM's 4), plus 13 ESIMD instances on
+// Intel GPUs: the quantizer's 5 (sycl/kernels/esimd/quantize.hpp) and the SpMM's 8
+// (sycl/kernels/esimd/qspmm.hpp).
 #pragma once
 #include <algorithm>
 #include <cstddef>
+#include <optional>
 
 #include "gnnsparse/qgemm.hpp"
 #include "gnnsparse/quant.hpp"
@@ -256,12 +259,46 @@ void for_each_quant_instance(int sg, F &&f) {
   }
 }
 
-// Every ESIMD quantizer instance: the absmax pass and quantize<bits, stochastic, kEsimdQuantNQ>: 5.
+// ---- the ESIMD quantized SpMM (sycl/kernels/esimd/qspmm.hpp; Intel GPUs) ----------------------
+// One thread per (row, tile of kEsimdQSpmmCols columns), kEsimdQSpmmLocal threads per work-group;
+// with a quantized output one partial absmax per work-group. It takes sum and mean (max / min, and
+// their arg, stay with the portable kernel), int8 / int4 inputs, edge weights, per-head weights and
+// the incidence form; without weights only where the longest row (CsrView::max_degree, else nnz)
+// keeps the integer sum in int32 (the contract's int64 sums stay with the portable kernel).
+inline constexpr long kEsimdQSpmmCols = 32;   // kQN of sycl/kernels/esimd/qspmm.hpp
+inline constexpr long kEsimdQSpmmLocal = 16;  // kQSpmmLocal of sycl/kernels/esimd/qspmm.hpp
+
+inline Instance esimd_qspmm_instance(IType it, int bits, bool weighted) {
+  return Instance::of(Kernel::esimd_qspmm, it, bits, weighted);
+}
+
+// The ESIMD launch of a quantized SpMM, or std::nullopt where the portable kernel runs (a device
+// without ESIMD, or a call the kernel does not take). Preconditions: those of qspmm_launch.
+inline std::optional<Launch> esimd_qspmm_launch(const DeviceCaps &c, const QSpmmArgs &a) {
+  if (!c.esimd || (a.reduce != Reduce::sum && a.reduce != Reduce::mean)) return std::nullopt;
+  if (a.A.M <= 0 || a.X.C <= 0 || (a.X.bits != 4 && a.X.bits != 8)) return std::nullopt;
+  const bool weighted = a.W != nullptr || a.A.val != nullptr;
+  const long longest = long(a.A.max_degree >= 0 ? a.A.max_degree : a.A.nnz);
+  if (!weighted && !spmm_fits_int32(longest, a.X.bits)) return std::nullopt;
+  Launch l;
+  l.inst = esimd_qspmm_instance(a.A.itype, a.X.bits, weighted);
+  l.ntiles = (long(a.X.C) + kEsimdQSpmmCols - 1) / kEsimdQSpmmCols;
+  const long threads = long(a.A.M) * l.ntiles;
+  l.local = std::size_t(kEsimdQSpmmLocal);
+  l.global = std::size_t((threads + kEsimdQSpmmLocal - 1) / kEsimdQSpmmLocal * kEsimdQSpmmLocal);
+  return l;
+}
+
+// Every ESIMD quantized instance: the absmax pass and quantize<bits, stochastic, kEsimdQuantNQ>
+// (5), and qspmm<I, bits, weighted> (8): 13.
 template <typename F>
 void for_each_esimd_quant_instance(F &&f) {
   f(esimd_quant_absmax_instance());
   for (int bits : {4, 8})
     for (Rounding r : {Rounding::nearest, Rounding::stochastic}) f(esimd_quantize_instance(bits, r));
+  for (IType i : {IType::i32, IType::i64})
+    for (int bits : {4, 8})
+      for (bool w : {false, true}) f(esimd_qspmm_instance(i, bits, w));
 }
 
 }  // namespace gnnsparse::sycl_rt

@@ -1,12 +1,17 @@
-"""The ESIMD quantizer passes (sycl/kernels/esimd/quantize.hpp): what can be checked without an
-Intel GPU, as tests/test_esimd.py does for the other ESIMD kernels.
+"""The ESIMD quantized kernels (sycl/kernels/esimd/quantize.hpp: the quantizer passes; qspmm.hpp:
+the quantized SpMM with its quantizing epilogue): what can be checked without an Intel GPU, as
+tests/test_esimd.py does for the other ESIMD kernels.
 
 1. Host shim: the kernel bodies, compiled by g++ against tests/esimd_shim/ (plus
    esimd_shim_quant.hpp for the integer, conversion and max operations they use), run on the CPU
    over the launch sycl/esimd_quant.cpp makes; the absmax partials and every quantized byte must
    equal the NumPy model (gnnsparse.quant.model) bit for bit, every output is written exactly once
    and no access leaves its array. Shapes cover full 64-float blocks, the last thread's scalar
-   remainder, and threads past the useful ones.
+   remainder, and threads past the useful ones. The SpMM's float32 output must equal the contract's
+   arithmetic (exact integer sums, or float32 messages summed in edge order; the scale; mean's
+   division) computed in NumPy, and its quantized output the model of a delayed-scale producer
+   given that float32 output, with the work-groups' partial maxima folding to its absmax (each
+   work-group's threads share SLM and a barrier in the shim, which reports races).
 2. Compile check: every instance the launcher can pick through the SYCL kernel_compiler's front
    end and ESIMD lowering (gnnsparse._sycl.compile_only, or tests/drivers/rtc_check.cpp).
 3. AOT: the instances' SPIR-V through `ocloc -device pvc -vc-codegen` (skipped without ocloc).
@@ -28,6 +33,8 @@ import pytest
 
 from gnnsparse.quant import model
 
+from conftest import random_csr
+
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ROOT / "sycl" / "kernels"
 INCLUDE = ROOT / "include"
@@ -36,6 +43,11 @@ DRIVERS = ROOT / "tests" / "drivers"
 ENTRY = "esimd/quantize.hpp"
 NAMES = ["gnnsparse::esimd::quant_absmax<0>"] + [
     f"gnnsparse::esimd::quantize<{b}, {s}, 16>" for b in (8, 4) for s in ("true", "false")]
+QSPMM_ENTRY = "esimd/qspmm.hpp"
+QSPMM_NAMES = [f"gnnsparse::esimd::qspmm<{i}, {b}, {w}>" for i in ("int", "long") for b in (8, 4)
+               for w in ("true", "false")]
+QLOCAL = 16  # work-group size of the SpMM (sycl/quant_policy.hpp kEsimdQSpmmLocal)
+QCOLS = 32   # columns per thread (kEsimdQSpmmCols)
 
 
 def _cxx():
@@ -53,7 +65,8 @@ def qshim():
     cxx = _cxx()
     if not cxx:
         pytest.skip("no C++ compiler for the ESIMD host shim")
-    files = [KERNELS / "esimd" / "quantize.hpp", KERNELS / "esimd" / "common.hpp", KERNELS / "quant_math.hpp",
+    files = [KERNELS / "esimd" / "quantize.hpp", KERNELS / "esimd" / "qspmm.hpp", KERNELS / "esimd" / "common.hpp",
+             KERNELS / "quant_math.hpp",
              SHIM / "esimd_shim.hpp", SHIM / "esimd_shim_quant.hpp", SHIM / "quant_shim_driver.cpp",
              INCLUDE / "gnnsparse" / "ops.hpp"]
     h = hashlib.sha256()
@@ -64,7 +77,7 @@ def qshim():
         tmp = out.with_suffix(f".{os.getpid()}.tmp")
         r = subprocess.run([cxx, "-std=c++17", "-O1", "-fPIC", "-shared", "-ffp-contract=off",
                             "-DGNNSPARSE_ESIMD_HOST_SHIM", f"-I{KERNELS}", f"-I{INCLUDE}", f"-I{SHIM}", "-Wall",
-                            "-Wno-unknown-pragmas", str(SHIM / "quant_shim_driver.cpp"), "-o", str(tmp)],
+                            "-Wno-unknown-pragmas", "-pthread", str(SHIM / "quant_shim_driver.cpp"), "-o", str(tmp)],
                            capture_output=True, text=True)
         assert r.returncode == 0, r.stdout + r.stderr
         os.replace(tmp, out)
@@ -73,6 +86,9 @@ def qshim():
     lib.shim_quant_errors.restype = ctypes.c_char_p
     lib.shim_quant_absmax.argtypes = [vp, i64, i64, i64, vp]
     lib.shim_quantize.argtypes = [ctypes.c_int, ctypes.c_int, vp, i64, vp, ctypes.c_uint64, vp]
+    ci = ctypes.c_int
+    lib.shim_qspmm.argtypes = [ci, ci, ci, vp, vp, vp, vp, vp, vp, i64, i64, i64, i64, i64, ci, ci, vp, vp, vp, i64,
+                               ci, ci, ctypes.c_uint64]
     return lib
 
 
@@ -126,6 +142,148 @@ def test_shim_catches_misaligned_store(qshim, rng):
 
 
 # ---------------------------------------------------------------------------------------------
+# the quantized SpMM on the shim
+# ---------------------------------------------------------------------------------------------
+def _qspmm_contract(rowptr, col, q, s, w, H, mean, ident):
+    """Y (float32, M x C) as the contract computes it from the integers q (rows x C): exact integer
+    sums times the scale without weights; with weights (w: nnz, or nnz x H per-head) float32 messages
+    fl32(w q) summed in edge order, then times the scale; mean divides by the row's entries; empty
+    rows 0."""
+    M, C = len(rowptr) - 1, q.shape[1]
+    deg = np.diff(rowptr).astype(np.int64)
+    cols = np.arange(len(col) if ident else 0) if ident else col.astype(np.int64)
+    s = np.float32(s)
+    if w is None:
+        acc = np.zeros((M, C), np.int64)
+        rows = np.repeat(np.arange(M), deg)
+        np.add.at(acc, rows, q[cols].astype(np.int64))
+        y = acc.astype(np.float32) * s
+    else:
+        head = np.arange(C) // (C // H)
+        acc = np.zeros((M, C), np.float32)
+        for p in range(int(deg.max(initial=0))):  # edge p of every row that has one, in order
+            rs = np.nonzero(deg > p)[0]
+            k = rowptr[rs].astype(np.int64) + p
+            wk = w[k][:, None] if w.ndim == 1 else w[k][:, head]
+            acc[rs] = acc[rs] + (wk * q[cols[k]].astype(np.float32)).astype(np.float32)
+        y = acc * s
+    if mean:
+        y = np.where(deg[:, None] > 0, y / np.maximum(deg, 1).astype(np.float32)[:, None], y)
+    y[deg == 0] = 0
+    return y.astype(np.float32)
+
+
+def _run_qspmm(lib, A, qbytes, bits, C, s, w, H, mean, ident, out=None):
+    """The shim's SpMM; out = (obits, stochastic, seed, scale_in) for a quantized output. Returns Y,
+    or (Q bytes, the work-groups' partial maxima)."""
+    M, K = A.shape
+    nnz = int(A.rowptr[-1])
+    idx64 = A.col.dtype == np.int64
+    scale = np.array([s, 1.0 / s if s else 0.0], np.float32)
+    groups = -(-M * -(-C // QCOLS) // QLOCAL)
+    wp = None if w is None else np.ascontiguousarray(w, np.float32)
+    col = A.col if nnz else np.zeros(1, A.col.dtype)
+    args = [int(idx64), bits, int(w is not None), _p(A.rowptr), _p(col), _p(wp) if wp is not None else None,
+            _p(qbytes), _p(scale)]
+    if out is None:
+        Y = np.full((M, C), np.nan, np.float32)
+        _check(lib, lib.shim_qspmm(*args, _p(Y), M, K, nnz, C, H, int(ident), int(mean), None, None, None, 0, 8,
+                                   0, 0))
+        return Y
+    obits, stoch, seed, scale_in = out
+    Q = np.full((M, C if obits == 8 else (C + 1) // 2), 0xA5, np.uint8)
+    work = np.full(max(groups, 1), -1.0, np.float32)
+    sin = np.asarray(scale_in, np.float32)
+    _check(lib, lib.shim_qspmm(*args, None, M, K, nnz, C, H, int(ident), int(mean), _p(Q), _p(sin), _p(work),
+                               groups, obits, int(stoch), seed))
+    return Q, work[:groups]
+
+
+QSPMM_CASES = [  # (M, K, mean degree, hub, C)
+    (7, 5, 2.0, 0, 1), (33, 65, 5.0, 0, 17), (40, 30, 4.0, 0, 32), (50, 40, 6.0, 300, 64),
+    (21, 13, 3.0, 0, 3), (60, 45, 5.0, 0, 130), (0, 4, 0.0, 0, 8), (9, 1, 0.0, 0, 33)]
+
+
+@pytest.mark.parametrize("case", QSPMM_CASES, ids=lambda c: f"{c[0]}x{c[1]}h{c[3]}C{c[4]}")
+@pytest.mark.parametrize("bits", [8, 4])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_shim_qspmm_float_out(qshim, rng, case, bits, weighted):
+    M, K, deg, hub, C = case
+    for itype in (np.int32, np.int64):
+        A = random_csr(rng, M, K, mean_deg=deg, hub=hub, weighted=weighted, index_dtype=itype)
+        x = (rng.standard_normal((K, C)) * 2).astype(np.float32)
+        q, s, _ = model.quantize(x, bits, True, seed=C)
+        qb = q.view(np.uint8) if bits == 8 else model.pack4(q)
+        for mean in (False, True):
+            Y = _run_qspmm(qshim, A, np.ascontiguousarray(qb), bits, C, s, A.val, 1, mean, False)
+            want = _qspmm_contract(A.rowptr, A.col, q, s, A.val, 1, mean, False)
+            np.testing.assert_array_equal(Y, want)
+
+
+@pytest.mark.parametrize("bits", [8, 4])
+@pytest.mark.parametrize("H, D", [(2, 3), (4, 16), (3, 20)])
+def test_shim_qspmm_heads_and_incidence(qshim, rng, bits, H, D):
+    """Per-head weights (lane c's weight is W[k, c / D], across tile boundaries) and the incidence
+    form (X has one row per edge)."""
+    A = random_csr(rng, 45, 30, mean_deg=5.0, hub=200, weighted=False)
+    nnz, C = int(A.rowptr[-1]), H * D
+    W = rng.standard_normal((nnz, H)).astype(np.float32)
+    q, s, _ = model.quantize(rng.standard_normal((30, C)).astype(np.float32), bits, False)
+    qb = np.ascontiguousarray(q.view(np.uint8) if bits == 8 else model.pack4(q))
+    Y = _run_qspmm(qshim, A, qb, bits, C, s, W, H, False, False)
+    np.testing.assert_array_equal(Y, _qspmm_contract(A.rowptr, A.col, q, s, W, H, False, False))
+    qe, se, _ = model.quantize(rng.standard_normal((nnz, C)).astype(np.float32), bits, True, seed=3)
+    qeb = np.ascontiguousarray(qe.view(np.uint8) if bits == 8 else model.pack4(qe))
+    for mean in (False, True):
+        Y = _run_qspmm(qshim, A, qeb, bits, C, se, None, 1, mean, True)
+        np.testing.assert_array_equal(Y, _qspmm_contract(A.rowptr, A.col, qe, se, None, 1, mean, True))
+
+
+@pytest.mark.parametrize("case", [(40, 30, 4.0, 0, 17), (50, 40, 6.0, 300, 64), (33, 65, 5.0, 0, 130),
+                                  (5, 3, 1.0, 0, 1)], ids=lambda c: f"{c[0]}x{c[1]}C{c[4]}")
+@pytest.mark.parametrize("bits, obits", [(8, 8), (8, 4), (4, 8), (4, 4)])
+def test_shim_qspmm_quantized_out(qshim, rng, case, bits, obits):
+    """The quantizing epilogue: Q equals the delayed-scale model of the float32 output (clamped
+    where the delayed scale is too small), the work-groups' partials fold to its absmax key
+    (+inf for a non-finite output), every Q byte and partial written once."""
+    M, K, deg, hub, C = case
+    A = random_csr(rng, M, K, mean_deg=deg, hub=hub, weighted=True)
+    q, s, _ = model.quantize((rng.standard_normal((K, C)) * 2).astype(np.float32), bits, True, seed=1)
+    qb = np.ascontiguousarray(q.view(np.uint8) if bits == 8 else model.pack4(q))
+    y = _qspmm_contract(A.rowptr, A.col, q, s, A.val, 1, False, False)
+    amax = model.absmax(y)
+    for stoch, seed, shrink in [(True, 11, 1.0), (False, 0, 1.0), (True, 2**64 - 5, 0.5)]:
+        sin = np.array(model.scales(np.float32(amax * shrink), obits), np.float32)
+        Q, work = _run_qspmm(qshim, A, qb, bits, C, s, A.val, 1, False, False, out=(obits, stoch, seed, sin))
+        qm = model.quantize_delayed(y, obits, stoch, seed, sin)[0]
+        np.testing.assert_array_equal(Q, qm.view(np.uint8) if obits == 8 else model.pack4(qm))
+        assert work.max(initial=0) == amax
+    if A.val.size:  # a NaN weight: the output's row with it is NaN (quantized to 0), the key +inf
+        w = A.val.copy()
+        w[0] = np.nan
+        sin = np.array([1.0, 1.0], np.float32)
+        Q, work = _run_qspmm(qshim, A, qb, bits, C, s, w, 1, False, False, out=(obits, True, 5, sin))
+        y = _qspmm_contract(A.rowptr, A.col, q, s, w, 1, False, False)
+        assert np.isnan(y).any()
+        qm = model.quantize_delayed(y, obits, True, 5, sin)[0]
+        np.testing.assert_array_equal(Q, qm.view(np.uint8) if obits == 8 else model.pack4(qm))
+        assert np.isinf(work.max())
+
+
+def test_shim_qspmm_catches_a_race(qshim, rng):
+    """The shim's checks have teeth for this kernel's SLM use: a work buffer one float short of the
+    work-groups is reported."""
+    A = random_csr(rng, 40, 30, mean_deg=4.0, weighted=True)
+    q, s, _ = model.quantize(rng.standard_normal((30, 8)).astype(np.float32), 8, False)
+    scale = np.array([s, 1 / s], np.float32)
+    Q = np.zeros((40, 8), np.uint8)
+    work = np.zeros(3, np.float32)
+    rc = qshim.shim_qspmm(0, 8, 1, _p(A.rowptr), _p(A.col), _p(A.val), _p(q.view(np.uint8)), _p(scale), None, 40, 30,
+                          int(A.rowptr[-1]), 8, 1, 0, 0, _p(Q), _p(scale), _p(work), 2, 8, 1, 7)
+    assert rc > 0 and b"work" in qshim.shim_quant_errors()
+
+
+# ---------------------------------------------------------------------------------------------
 # compile checks
 # ---------------------------------------------------------------------------------------------
 def _sycl_prefix():
@@ -154,18 +312,19 @@ def rtc_check():
     return exe, prefix
 
 
-def _run_rtc(rtc, names, cwd, dump=False):
+def _run_rtc(rtc, names, cwd, dump=False, entry=ENTRY):
     exe, prefix = rtc
     env = dict(os.environ)
     env.setdefault("OCL_ICD_FILENAMES", str(prefix / "lib" / "libintelocl.so"))
     if dump:
         env["SYCL_DUMP_IMAGES"] = "1"
-    return subprocess.run([str(exe), str(KERNELS), str(INCLUDE), ENTRY, *names], capture_output=True, text=True,
+    return subprocess.run([str(exe), str(KERNELS), str(INCLUDE), entry, *names], capture_output=True, text=True,
                           env=env, cwd=cwd)
 
 
-def test_compile_every_instance(rtc_check, tmp_path):
-    r = _run_rtc(rtc_check, NAMES, tmp_path)
+@pytest.mark.parametrize("entry, names", [(ENTRY, NAMES), (QSPMM_ENTRY, QSPMM_NAMES)], ids=["quantize", "qspmm"])
+def test_compile_every_instance(rtc_check, tmp_path, entry, names):
+    r = _run_rtc(rtc_check, names, tmp_path, entry=entry)
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-6000:]
 
 
@@ -176,9 +335,10 @@ def test_compile_check_rejects_bad_instance(rtc_check, tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("ocloc") is None, reason="ocloc not installed (apt-get install intel-opencl-icd)")
-def test_ocloc_pvc(rtc_check, tmp_path):
+@pytest.mark.parametrize("entry, names", [(ENTRY, NAMES), (QSPMM_ENTRY, QSPMM_NAMES)], ids=["quantize", "qspmm"])
+def test_ocloc_pvc(rtc_check, tmp_path, entry, names):
     """Every instance's SPIR-V through ocloc for pvc (the vector-compute backend): machine code."""
-    r = _run_rtc(rtc_check, NAMES, tmp_path, dump=True)
+    r = _run_rtc(rtc_check, names, tmp_path, dump=True, entry=entry)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     spv = sorted(tmp_path.glob("*.spv"))
     assert spv, "no SPIR-V dumped"

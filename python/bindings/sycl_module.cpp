@@ -247,6 +247,9 @@ PYBIND11_MODULE(_sycl, m) {
                             q.reduce = red;
                             q.H = H;
                             check(rt::qspmm_launch(caps, q).inst);
+                            rt::DeviceCaps ecaps = caps;  // the same call on an Intel GPU
+                            ecaps.esimd = true;
+                            if (const auto el = rt::esimd_qspmm_launch(ecaps, q)) check(el->inst);
                           }
                         for (gnnsparse::SddmmOp op : rt::kSddmmOps) {
                           gnnsparse::QSddmmArgs q;

@@ -25,6 +25,7 @@
 #include <limits>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -361,6 +362,26 @@ inline void unbind() {
     wg->cv.notify_all();
   }
   slot().wg = nullptr;
+}
+
+// Runs body(t) as thread t of one work-group with `slm` bytes of SLM (the threads as std::threads:
+// link with -pthread); then reports threads that passed different numbers of barriers.
+template <typename F>
+void run_group(std::size_t slm, int threads, F &&body, const std::string &what) {
+  WorkGroup wg(slm, threads);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t)
+    ts.emplace_back([&, t] {
+      bind(&wg, t);
+      body(t);
+      unbind();
+    });
+  for (auto &th : ts) th.join();
+  for (long b : wg.barriers)
+    if (b != wg.barriers[0]) {
+      error(what + ": the threads of a work-group passed different numbers of barriers");
+      break;
+    }
 }
 
 namespace esimd {

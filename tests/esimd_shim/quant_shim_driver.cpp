@@ -1,15 +1,16 @@
-// Host driver of the ESIMD quantizer passes (sycl/kernels/esimd/quantize.hpp) on the shim, for
-// tests/test_quant_esimd.py (built as a shared library, called through ctypes):
-//   g++ -DGNNSPARSE_ESIMD_HOST_SHIM -I sycl/kernels -I include -I tests/esimd_shim
+// Host driver of the ESIMD quantized kernels (sycl/kernels/esimd/quantize.hpp, qspmm.hpp) on the
+// shim, for tests/test_quant_esimd.py (built as a shared library, called through ctypes):
+//   g++ -DGNNSPARSE_ESIMD_HOST_SHIM -I sycl/kernels -I include -I tests/esimd_shim -pthread
 // Each entry point registers every array with the shim (read-only inputs, write-counted outputs),
 // runs every ESIMD thread of the launch the host launcher (sycl/esimd_quant.cpp) makes -- the
-// threads past the useful ones included -- one by one, and checks that every output element was
-// written exactly once and no access left its array. Returns the number of shim errors (text:
-// shim_quant_errors()).
+// threads past the useful ones included -- one by one (the SpMM with a quantized output: each
+// work-group's threads as std::threads sharing its SLM and barrier), and checks that every output
+// element was written exactly once and no access left its array. Returns the number of shim
+// errors (text: shim_quant_errors()).
 #include <cstdint>
 #include <string>
 
-#include "esimd/quantize.hpp"
+#include "esimd/qspmm.hpp"
 
 namespace ge = gnnsparse::esimd;
 namespace shim = gnnsparse_shim;
@@ -71,6 +72,68 @@ int shim_quantize(int bits, int stochastic, const float *X, i64 nquads, const fl
     else if (bits == 8) ge::quantize_thread<8, false, kNQ>(t, X, nquads, scale, seed, Q);
     else if (stochastic) ge::quantize_thread<4, true, kNQ>(t, X, nquads, scale, seed, Q);
     else ge::quantize_thread<4, false, kNQ>(t, X, nquads, scale, seed, Q);
+  }
+  return finish();
+}
+
+// The quantized SpMM over the launch sycl/esimd_quant.cpp makes (kQSpmmLocal threads per
+// work-group, M * ceil(C / 32) useful threads): idx64 selects the index type, weighted whether w
+// (A's values, H = 1, or W: nnz x H) is read. Q == nullptr: float32 Y; else Q (int8 M x C or int4
+// M x ceil(C / 2) bytes) with qscale_in / obits / ostoch / oseed, and work[g] per work-group g
+// (`groups` of them, as the launcher allocates).
+int shim_qspmm(int idx64, int bits, int weighted, const void *rowptr, const void *col, const float *w,
+               const std::uint8_t *X, const float *scale, float *Y, i64 M, i64 K, i64 nnz, i64 C, i64 H, int ident,
+               int mean, std::uint8_t *Q, const float *qscale_in, float *work, i64 groups, int obits, int ostoch,
+               std::uint64_t oseed) {
+  shim::reset();
+  const std::size_t isz = idx64 ? 8 : 4;
+  shim::add_range("rowptr", rowptr, isz * std::size_t(M + 1), false);
+  if (nnz && !ident) shim::add_range("col", col, isz * std::size_t(nnz), false);
+  if (weighted && nnz) shim::add_range("w", w, sizeof(float) * std::size_t(nnz * H), false);
+  const i64 row_bytes = bits == 8 ? C : (C + 1) / 2;
+  const i64 xrows = ident ? nnz : K;
+  if (xrows * row_bytes > 0) shim::add_range("X", X, std::size_t(xrows * row_bytes), false);
+  shim::add_range("scale", scale, sizeof(float) * 2, false);
+  const i64 ntiles = (C + ge::kQN - 1) / ge::kQN;
+  const i64 threads = round_up(M * ntiles, ge::kQSpmmLocal);
+  if (Q == nullptr) {
+    if (M * C > 0) shim::add_range("Y", Y, sizeof(float) * std::size_t(M * C), true, sizeof(float));
+  } else {
+    const i64 orow = obits == 8 ? C : (C + 1) / 2;
+    if (M * orow > 0) shim::add_range("Q", Q, std::size_t(M * orow), true, 1);
+    shim::add_range("qscale_in", qscale_in, sizeof(float) * 2, false);
+    shim::add_range("work", work, sizeof(float) * std::size_t(groups), true, sizeof(float));
+    if (groups != threads / ge::kQSpmmLocal) shim::error("shim_qspmm: work must hold one float per work-group");
+  }
+  const i64 D = C / H;
+  auto thread = [&](i64 gid) -> float {
+    auto run = [&](auto I_tag, auto B_tag, auto W_tag) {
+      using I = decltype(I_tag);
+      return ge::qspmm_thread<I, decltype(B_tag)::value, decltype(W_tag)::value>(
+          gid, static_cast<const I *>(rowptr), static_cast<const I *>(col), w, X, scale, Y, M, C, row_bytes, H, D,
+          ident, mean, Q, qscale_in, obits, ostoch, oseed);
+    };
+    using B8 = std::integral_constant<int, 8>;
+    using B4 = std::integral_constant<int, 4>;
+    using WT = std::true_type;
+    using WF = std::false_type;
+    if (idx64) {
+      if (bits == 8) return weighted ? run(std::int64_t{}, B8{}, WT{}) : run(std::int64_t{}, B8{}, WF{});
+      return weighted ? run(std::int64_t{}, B4{}, WT{}) : run(std::int64_t{}, B4{}, WF{});
+    }
+    if (bits == 8) return weighted ? run(std::int32_t{}, B8{}, WT{}) : run(std::int32_t{}, B8{}, WF{});
+    return weighted ? run(std::int32_t{}, B4{}, WT{}) : run(std::int32_t{}, B4{}, WF{});
+  };
+  for (i64 g = 0; g < threads / ge::kQSpmmLocal; ++g) {
+    if (Q == nullptr) {
+      for (i64 t = 0; t < ge::kQSpmmLocal; ++t) thread(g * ge::kQSpmmLocal + t);
+      continue;
+    }
+    shim::run_group(4 * sizeof(float) * ge::kQSpmmLocal, ge::kQSpmmLocal, [&](int t) {
+      ge::xe::slm_init<4 * sizeof(float) * ge::kQSpmmLocal>();  // as the kernel's entry point does
+      const float key = thread(g * ge::kQSpmmLocal + t);
+      ge::qspmm_group_absmax(t, g, key, work);
+    }, "qspmm (work-group " + std::to_string(g) + ")");
   }
   return finish();
 }

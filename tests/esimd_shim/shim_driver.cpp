@@ -28,8 +28,6 @@
 #include "esimd/tiles.hpp"
 #endif
 #if SHIM_PART == 5
-#include <thread>
-
 #include "esimd/panel.hpp"
 #endif
 
@@ -67,28 +65,6 @@ void register_csr(const void *rowptr, const void *col, const float *val, i64 M, 
   if (nnz) shim::add_range("col", col, sizeof(I) * nnz, false);
   if (val && nnz) shim::add_range("val", val, sizeof(float) * nnz, false);
 }
-
-#if SHIM_PART == 5
-// Runs body(t) as thread t of one work-group with `slm` bytes of SLM; then checks that every thread
-// passed the same number of barriers.
-template <typename F>
-void run_group(std::size_t slm, int threads, F &&body, const std::string &what) {
-  shim::WorkGroup wg(slm, threads);
-  std::vector<std::thread> ts;
-  for (int t = 0; t < threads; ++t)
-    ts.emplace_back([&, t] {
-      shim::bind(&wg, t);
-      body(t);
-      shim::unbind();
-    });
-  for (auto &th : ts) th.join();
-  for (long b : wg.barriers)
-    if (b != wg.barriers[0]) {
-      shim::error(what + ": the threads of a work-group passed different numbers of barriers");
-      break;
-    }
-}
-#endif
 
 }  // namespace
 
@@ -293,7 +269,7 @@ void shim_panel_policy(i64 M, i64 C, i64 *out) {
 // Returns the number of shim errors.
 int shim_slm_probe(int mode) {
   shim::reset();
-  run_group(64, 2, [&](int t) {
+  shim::run_group(64, 2, [&](int t) {
     const ge::simd<float, 12> v(float(t + 1));
     if (t == 0 || mode == 4) ge::xe::slm_block_store<float, 12>(0, v);  // bytes 0 .. 47
     if (mode != 1 && !(mode == 2 && t == 1)) ge::xe::barrier();
@@ -329,7 +305,7 @@ int shim_spmm_panel(int idx64, int bn, int reduce, const void *rowptr, const voi
       const auto *cp = static_cast<const I *>(col);
       const auto red = gnnsparse::Reduce(reduce);
       for (i64 g = 0; g < l.groups; ++g)
-        run_group(Shape::kSlmBytes, int(l.local), [&](int t) {
+        shim::run_group(Shape::kSlmBytes, int(l.local), [&](int t) {
           ge::xe::slm_init<Shape::kSlmBytes>();  // as the kernel's entry point does
           if (val) ge::spmm_panel_thread<float, I, BN.value, true>(g, t, rp, cp, val, X, Y, M, K, C, red);
           else ge::spmm_panel_thread<float, I, BN.value, false>(g, t, rp, cp, val, X, Y, M, K, C, red);

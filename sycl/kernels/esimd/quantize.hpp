@@ -61,12 +61,10 @@ GNNSPARSE_ESIMD_FN simd<std::uint32_t, NQ> mulhilo(std::uint32_t a, simd<std::ui
   return xe::convert<std::uint32_t>(p & std::uint64_t(0xFFFFFFFFu));
 }
 
-// Philox4x32-10 for the NQ quads g0 .. g0 + NQ - 1 of a tensor quantized with `seed` (as
-// quant::element_words, lane by lane).
+// Philox4x32-10 of the counters (g lo, g hi, 0, 0), g one per lane, keyed by `seed`: the words
+// of elements 4 g .. 4 g + 3 of a tensor quantized with `seed` (quant::element_words, lane by lane).
 template <int NQ>
-GNNSPARSE_ESIMD_FN void philox_quads(std::uint64_t seed, std::uint64_t g0, simd<std::uint32_t, NQ> (&c)[4]) {
-  const simd<std::uint32_t, NQ> lane(0u, 1u);
-  const simd<std::uint64_t, NQ> g = xe::convert<std::uint64_t>(lane) + g0;
+GNNSPARSE_ESIMD_FN void philox_lanes(std::uint64_t seed, simd<std::uint64_t, NQ> g, simd<std::uint32_t, NQ> (&c)[4]) {
   c[0] = xe::convert<std::uint32_t>(g & std::uint64_t(0xFFFFFFFFu));
   c[1] = xe::convert<std::uint32_t>(g >> 32);
   c[2] = simd<std::uint32_t, NQ>(0u);
@@ -89,14 +87,27 @@ GNNSPARSE_ESIMD_FN void philox_quads(std::uint64_t seed, std::uint64_t g0, simd<
   }
 }
 
-// q of N elements (quant::quantize_value lane by lane); w is ignored when !STOCH.
-template <int N, int QMAX, bool STOCH>
+// Philox4x32-10 for the NQ quads g0 .. g0 + NQ - 1.
+template <int NQ>
+GNNSPARSE_ESIMD_FN void philox_quads(std::uint64_t seed, std::uint64_t g0, simd<std::uint32_t, NQ> (&c)[4]) {
+  const simd<std::uint32_t, NQ> lane(0u, 1u);
+  philox_lanes<NQ>(seed, xe::convert<std::uint64_t>(lane) + g0, c);
+}
+
+// q of N elements (quant::quantize_value lane by lane; SAT: quant::quantize_value_sat, the rule of
+// a producer quantizing with a delayed scale); w is ignored when !STOCH.
+template <int N, int QMAX, bool STOCH, bool SAT = false>
 GNNSPARSE_ESIMD_FN simd<int, N> quantize_block(simd<float, N> x, float inv, simd<std::uint32_t, N> w) {
   simd<float, N> v = x * inv;
   constexpr float lim = float(QMAX + 1);
-  const simd_mask<N> in = (v >= -lim) & (v <= lim);
   simd<float, N> vz(0.0f);
-  vz.merge(v, in);
+  if constexpr (SAT) {  // NaN -> 0, else clamped to [-lim, lim]
+    vz.merge(v, v == v);
+    vz.merge(simd<float, N>(lim), vz > lim);
+    vz.merge(simd<float, N>(-lim), vz < -lim);
+  } else {  // outside [-lim, lim] (only NaN / inf) -> 0
+    vz.merge(v, (v >= -lim) & (v <= lim));
+  }
   const simd<float, N> t = xe::convert<float>(xe::convert<int>(vz));  // truncation toward zero
   simd<float, N> fl = t;
   fl.merge(t - 1.0f, t > vz);  // floor
