@@ -53,6 +53,17 @@ std::optional<sycl::event> esimd_quantize_pass(sycl::queue &q, const QuantizeArg
                       static_cast<const float *>(a.scale), a.seed, static_cast<std::uint8_t *>(a.Q));
 }
 
+std::optional<sycl::event> esimd_requantize_pass(sycl::queue &q, const RequantizeArgs &a, const QDeps &deps,
+                                                 long &partials) {
+  const std::optional<EsimdRequantizePlan> p = esimd_requantize_plan(caps_of(q), a);
+  if (!p || reinterpret_cast<std::uintptr_t>(a.out.Q) % 16 != 0) return std::nullopt;
+  partials = p->threads;
+  const QOut &o = a.out;
+  return submit_esimd(q, p->inst, p->threads, deps, a.acc, std::int64_t(a.rows), std::int64_t(a.C),
+                      std::int64_t(a.ld), std::int64_t(p->chunk), std::int64_t(p->threads), a.sa, a.sb, o.scale_in,
+                      std::uint64_t(o.seed), static_cast<std::uint8_t *>(o.Q), o.work);
+}
+
 std::optional<sycl::event> esimd_qspmm_pass(sycl::queue &q, const QSpmmArgs &a, const Launch &l, const QDeps &deps) {
   const sycl::kernel k = KernelCache::instance().get(q, l.inst);
   const QOut &o = a.out;

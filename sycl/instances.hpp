@@ -53,8 +53,9 @@ enum class Kernel : std::uint8_t {
   qgemm_tn_combine,   // qgemm.hpp (int8 A^T B: int64 combine and scale)
   fusedmm_dot_rows,   // fusedmm.hpp (dot, F = NF * SG: runs of rows, scores then rows)
   esimd_qspmm,        // esimd/qspmm.hpp (quantized SpMM sum / mean, quantized output optional)
+  esimd_requantize,   // esimd/quantize.hpp (the int8 GEMM's scale pass, delayed scale)
 };
-inline constexpr int kKernelCount = 31;
+inline constexpr int kKernelCount = 32;
 
 struct KernelSpec {
   Kernel id;
@@ -118,6 +119,8 @@ inline constexpr KernelSpec kKernels[kKernelCount] = {
      {A::dtype, A::itype, A::integer, A::integer, A::integer, A::boolean}},  // T I SG NF V ONE_HEAD
     {Kernel::esimd_qspmm, "esimd/qspmm.hpp", "gnnsparse::esimd::qspmm", 3,
      {A::itype, A::integer, A::boolean}},  // I BITS W
+    {Kernel::esimd_requantize, "esimd/quantize.hpp", "gnnsparse::esimd::requantize", 3,
+     {A::integer, A::boolean, A::integer}},  // BITS STOCH NQ
 };
 constexpr bool table_in_order() {
   for (int i = 0; i < kKernelCount; ++i)

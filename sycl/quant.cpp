@@ -133,6 +133,10 @@ sycl::event requantize(sycl::queue &q, const RequantizeArgs &a, const QDeps &dep
   const RequantizePlan p = requantize_plan(caps_of(q), a);
   if (p.P == 0) return delayed_finish(q, a.out, 0, deps);
   const QOut &o = a.out;
+  if (caps_of(q).esimd) {  // Intel GPUs: the ESIMD pass where it takes the shape
+    long partials = 0;
+    if (auto e = esimd_requantize_pass(q, a, deps, partials)) return delayed_finish(q, o, partials, {*e});
+  }
   sycl::event e = submit(q, p.pass, deps, static_cast<const int *>(a.acc), long(a.rows), long(a.C), long(a.ld),
                          p.chunk, p.quads ? 1 : 0, a.sa, a.sb, o.scale_in, o.rounding == Rounding::stochastic ? 1 : 0,
                          static_cast<unsigned long>(o.seed), static_cast<unsigned char *>(o.Q), o.work);

@@ -36,6 +36,10 @@ long qgemm_tn_work(sycl::queue &q, long K, long M, long N);
 std::optional<sycl::event> esimd_absmax_pass(sycl::queue &q, const QuantizeArgs &a, long P, long chunk,
                                              const QDeps &deps);
 std::optional<sycl::event> esimd_quantize_pass(sycl::queue &q, const QuantizeArgs &a, const QDeps &deps);
+// The ESIMD requantize (the int8 GEMM's scale pass) where esimd_requantize_plan takes the call and
+// Q is 16-byte aligned, with the number of partials it leaves in a.out.work; else std::nullopt.
+std::optional<sycl::event> esimd_requantize_pass(sycl::queue &q, const RequantizeArgs &a, const QDeps &deps,
+                                                 long &partials);
 // The ESIMD quantized SpMM (sycl/esimd_quant.cpp) with the launch esimd_qspmm_launch chose.
 std::optional<sycl::event> esimd_qspmm_pass(sycl::queue &q, const QSpmmArgs &a, const Launch &l, const QDeps &deps);
 

@@ -16,12 +16,13 @@
 //   qfusedmm_sg<I, SG>   a sub-group per (row, head, tile of SG * kQV output columns)
 //   qgemm_tn_partial<SG, TM, VN>, qgemm_tn_combine<U>  the int8 A^T B (qgemm_tn_plan below)
 //   esimd::qspmm<I, BITS, W>  (Intel GPUs) a thread per (row, tile of 32 columns), sum / mean
+//   esimd::requantize<B, STOCH, NQ>  (Intel GPUs) a thread per chunk of quads, one partial each
 // Bits, the SDDMM op and the edge function are run-time arguments of these kernels; the quantized
 // SpMM is instantiated per reduction and weights (one edge loop per instance: the driver that
 // finishes the SPIR-V at first use compiled all eight in 1.5-2.6 s on the CPU device). The list:
-// 32 portable instances at one sub-group size (28 + the int8 TN GEMM's 4), plus 13 ESIMD instances on
-// Intel GPUs: the quantizer's 5 (sycl/kernels/esimd/quantize.hpp) and the SpMM's 8
-// (sycl/kernels/esimd/qspmm.hpp).
+// 32 portable instances at one sub-group size (28 + the int8 TN GEMM's 4), plus 17 ESIMD instances on
+// Intel GPUs: the quantizer's 5 and the GEMM scale pass's 4 (sycl/kernels/esimd/quantize.hpp), the
+// SpMM's 8 (sycl/kernels/esimd/qspmm.hpp).
 #pragma once
 #include <algorithm>
 #include <cstddef>
@@ -289,13 +290,38 @@ inline std::optional<Launch> esimd_qspmm_launch(const DeviceCaps &c, const QSpmm
   return l;
 }
 
+// ---- the ESIMD requantize (the int8 GEMM's scale pass; sycl/kernels/esimd/quantize.hpp) ---------
+// P threads (at most kQuantizeWork: one partial each), each a chunk of whole kEsimdQuantNQ-quad
+// steps of the rows x C output; the quad layout only (C % 4 == 0, ld % 4 == 0; the launcher also
+// needs Q 16-byte aligned), other shapes run the portable pass.
+struct EsimdRequantizePlan {
+  Instance inst;
+  long threads = 0, chunk = 0;  // chunk: quads per thread, a multiple of kEsimdQuantNQ
+};
+
+inline std::optional<EsimdRequantizePlan> esimd_requantize_plan(const DeviceCaps &c, const RequantizeArgs &a) {
+  if (!c.esimd || a.rows <= 0 || a.C <= 0 || a.C % 4 != 0 || a.ld % 4 != 0) return std::nullopt;
+  if (a.out.bits != 4 && a.out.bits != 8) return std::nullopt;
+  EsimdRequantizePlan p;
+  const long nquads = long(a.rows * a.C / 4);
+  const long steps = (nquads + kEsimdQuantNQ - 1) / kEsimdQuantNQ;
+  const long P = std::min<long>(kQuantizeWork, steps);
+  p.chunk = (steps + P - 1) / P * kEsimdQuantNQ;
+  p.threads = (nquads + p.chunk - 1) / p.chunk;
+  p.inst = Instance::of(Kernel::esimd_requantize, a.out.bits, a.out.rounding == Rounding::stochastic, kEsimdQuantNQ);
+  return p;
+}
+
 // Every ESIMD quantized instance: the absmax pass and quantize<bits, stochastic, kEsimdQuantNQ>
-// (5), and qspmm<I, bits, weighted> (8): 13.
+// (5), requantize<bits, stochastic, kEsimdQuantNQ> (4) and qspmm<I, bits, weighted> (8): 17.
 template <typename F>
 void for_each_esimd_quant_instance(F &&f) {
   f(esimd_quant_absmax_instance());
   for (int bits : {4, 8})
-    for (Rounding r : {Rounding::nearest, Rounding::stochastic}) f(esimd_quantize_instance(bits, r));
+    for (Rounding r : {Rounding::nearest, Rounding::stochastic}) {
+      f(esimd_quantize_instance(bits, r));
+      f(Instance::of(Kernel::esimd_requantize, bits, r == Rounding::stochastic, kEsimdQuantNQ));
+    }
   for (IType i : {IType::i32, IType::i64})
     for (int bits : {4, 8})
       for (bool w : {false, true}) f(esimd_qspmm_instance(i, bits, w));

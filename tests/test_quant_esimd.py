@@ -1,5 +1,5 @@
-"""The ESIMD quantized kernels (sycl/kernels/esimd/quantize.hpp: the quantizer passes; qspmm.hpp:
-the quantized SpMM with its quantizing epilogue): what can be checked without an Intel GPU, as
+"""The ESIMD quantized kernels (sycl/kernels/esimd/quantize.hpp: the quantizer passes and the int8
+GEMM's scale pass; qspmm.hpp: the quantized SpMM with its quantizing epilogue): what can be checked without an Intel GPU, as
 tests/test_esimd.py does for the other ESIMD kernels.
 
 1. Host shim: the kernel bodies, compiled by g++ against tests/esimd_shim/ (plus
@@ -42,7 +42,8 @@ SHIM = ROOT / "tests" / "esimd_shim"
 DRIVERS = ROOT / "tests" / "drivers"
 ENTRY = "esimd/quantize.hpp"
 NAMES = ["gnnsparse::esimd::quant_absmax<0>"] + [
-    f"gnnsparse::esimd::quantize<{b}, {s}, 16>" for b in (8, 4) for s in ("true", "false")]
+    f"gnnsparse::esimd::{k}<{b}, {s}, 16>" for k in ("quantize", "requantize") for b in (8, 4)
+    for s in ("true", "false")]
 QSPMM_ENTRY = "esimd/qspmm.hpp"
 QSPMM_NAMES = [f"gnnsparse::esimd::qspmm<{i}, {b}, {w}>" for i in ("int", "long") for b in (8, 4)
                for w in ("true", "false")]
@@ -87,6 +88,7 @@ def qshim():
     lib.shim_quant_absmax.argtypes = [vp, i64, i64, i64, vp]
     lib.shim_quantize.argtypes = [ctypes.c_int, ctypes.c_int, vp, i64, vp, ctypes.c_uint64, vp]
     ci = ctypes.c_int
+    lib.shim_requantize.argtypes = [ci, ci, vp, i64, i64, i64, i64, i64, vp, vp, vp, ctypes.c_uint64, vp, vp]
     lib.shim_qspmm.argtypes = [ci, ci, ci, vp, vp, vp, vp, vp, vp, i64, i64, i64, i64, i64, ci, ci, vp, vp, vp, i64,
                                ci, ci, ctypes.c_uint64]
     return lib
@@ -139,6 +141,42 @@ def test_shim_catches_misaligned_store(qshim, rng):
     Q = buf[off:off + 64]
     assert qshim.shim_quantize(8, 1, _p(X), 16, _p(scale), 1, _p(Q)) > 0
     assert b"aligned" in qshim.shim_quant_errors()
+
+
+def _aligned_u8(n, align=16):
+    """n bytes (0xA5) starting at an `align`-byte aligned address."""
+    buf = np.full(n + align, 0xA5, np.uint8)
+    off = (-buf.ctypes.data) % align
+    return buf[off:off + n]
+
+
+@pytest.mark.parametrize("rows, C, ld", [(37, 64, 64), (5, 4, 8), (1000, 12, 12), (9000, 8, 12), (3, 4, 4),
+                                         (70, 36, 40)])
+@pytest.mark.parametrize("bits", [8, 4])
+def test_shim_requantize_equals_model(qshim, rng, rows, C, ld, bits):
+    """The int8 GEMM's scale pass: y = fl32(fl32(sa sb) acc) quantized with a delayed scale equals the
+    model of a delayed-scale producer (clamped where the scale is too small), each thread's partial
+    the absmax key of its chunk, over the launch esimd_requantize_plan makes (chunks of whole
+    16-quad steps, at most 1024 partials)."""
+    acc = rng.integers(-40000, 40000, (rows, ld), dtype=np.int32)
+    sa, sb = np.array([3.1e-3], np.float32), np.array([0.7], np.float32)
+    y = (acc[:, :C].astype(np.float32) * np.float32(sa[0] * sb[0])).astype(np.float32)
+    nquads = rows * C // 4
+    steps = -(-nquads // 16)
+    P = min(1024, steps)
+    chunk = -(-steps // P) * 16
+    threads = -(-nquads // chunk)
+    keys = np.abs(y).reshape(-1)
+    for stoch, seed, shrink in [(True, 9, 1.0), (False, 0, 1.0), (True, 2**63 + 7, 0.6)]:
+        sin = np.array(model.scales(np.float32(model.absmax(y) * shrink), bits), np.float32)
+        Q = _aligned_u8(rows * C if bits == 8 else rows * C // 2)
+        work = np.full(threads, -1.0, np.float32)
+        _check(qshim, qshim.shim_requantize(bits, int(stoch), _p(acc), rows, C, ld, chunk, threads, _p(sa), _p(sb),
+                                            _p(sin), seed, _p(Q), _p(work)))
+        qm = model.quantize_delayed(y, bits, stoch, seed, sin)[0]
+        np.testing.assert_array_equal(Q, (qm.view(np.uint8) if bits == 8 else model.pack4(qm)).reshape(-1))
+        want = [keys[4 * t * chunk:4 * (t + 1) * chunk].max() for t in range(threads)]
+        np.testing.assert_array_equal(work, np.array(want, np.float32))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -138,4 +138,28 @@ int shim_qspmm(int idx64, int bits, int weighted, const void *rowptr, const void
   return finish();
 }
 
+// The int8 GEMM's scale pass (requantize) over the launch sycl/esimd_quant.cpp makes: `threads`
+// threads of `chunk` quads each (esimd_requantize_plan), Q of rows x C (int8) or rows x C / 2 (int4)
+// bytes, one partial per thread in work.
+int shim_requantize(int bits, int stochastic, const int *acc, i64 rows, i64 C, i64 ld, i64 chunk, i64 threads,
+                    const float *sa, const float *sb, const float *scale_in, std::uint64_t seed, std::uint8_t *Q,
+                    float *work) {
+  shim::reset();
+  if (rows > 0) shim::add_range("acc", acc, sizeof(int) * std::size_t((rows - 1) * ld + C), false);
+  shim::add_range("sa", sa, sizeof(float), false);
+  shim::add_range("sb", sb, sizeof(float), false);
+  shim::add_range("scale_in", scale_in, sizeof(float) * 2, false);
+  const i64 qbytes = bits == 8 ? rows * C : rows * C / 2;
+  if (qbytes > 0) shim::add_range("Q", Q, std::size_t(qbytes), true, 1);
+  shim::add_range("work", work, sizeof(float) * std::size_t(threads), true, sizeof(float));
+  for (i64 t = 0; t < round_up(threads, kLocal); ++t) {
+    if (t >= threads) continue;  // the kernel's guard
+    if (bits == 8 && stochastic) ge::requantize_thread<8, true, kNQ>(t, acc, rows, C, ld, chunk, sa, sb, scale_in, seed, Q, work);
+    else if (bits == 8) ge::requantize_thread<8, false, kNQ>(t, acc, rows, C, ld, chunk, sa, sb, scale_in, seed, Q, work);
+    else if (stochastic) ge::requantize_thread<4, true, kNQ>(t, acc, rows, C, ld, chunk, sa, sb, scale_in, seed, Q, work);
+    else ge::requantize_thread<4, false, kNQ>(t, acc, rows, C, ld, chunk, sa, sb, scale_in, seed, Q, work);
+  }
+  return finish();
+}
+
 }  // extern "C"

@@ -15,6 +15,13 @@
 //   thread's partial block takes masked 16-lane gathers and scatters instead. Only the quad
 //   layout runs here (n % 4 == 0 and, for int4, C even); the launcher leaves other shapes to the
 //   portable kernel.
+// requantize: the int8 GEMM's scale pass with a delayed scale (quant_requantize's contract: y =
+//   fl32(fl32(sa sb) * fl32(acc)), quant::quantize_value_sat with the previous step's inv, the
+//   quad's Philox words): thread t takes quads [t * chunk, (t + 1) * chunk) of the rows x C output
+//   (C % 4 == 0, ld % 4 == 0) NQ at a time -- the int32 accumulators by one block load when the
+//   rows are packed (ld == C), else by 16-lane gathers -- quantizes them as the quantize pass does
+//   and stores them with one block store (a masked tail), leaving the absmax key of its values in
+//   work[t] (folded by quant_scale with the previous scale).
 #pragma once
 #if __has_include("esimd/common.hpp")
 #include "esimd/common.hpp"
@@ -126,6 +133,39 @@ GNNSPARSE_ESIMD_FN simd<int, N> quantize_block(simd<float, N> x, float inv, simd
   return xe::convert<int>(q);
 }
 
+// The random words of quads g0 .. g0 + NQ - 1, element 4 g + k taking word k of quad g (0 when
+// !STOCH: rounding to nearest reads none).
+template <int NQ, bool STOCH>
+GNNSPARSE_ESIMD_FN simd<std::uint32_t, 4 * NQ> quad_words(std::uint64_t seed, i64 g0) {
+  simd<std::uint32_t, 4 * NQ> w(0u);
+  if constexpr (STOCH) {
+    simd<std::uint32_t, NQ> c[4];
+    philox_quads<NQ>(seed, std::uint64_t(g0), c);
+    GNNSPARSE_UNROLL
+    for (int k = 0; k < 4; ++k) w.template select<NQ, 4>(k) = c[k];
+  }
+  return w;
+}
+
+// The values q of quads g0 .. g0 + cnt - 1 into Q (int8: 4 bytes per quad; int4: 2, packed): one
+// block store at a 16-byte aligned address when the NQ quads are whole (full), else masked
+// 16-lane scatters. (q is taken by reference: select needs a non-const object.)
+template <int BITS, int NQ>
+GNNSPARSE_ESIMD_FN void store_quads(std::uint8_t *Q, i64 g0, simd<int, 4 * NQ> &q, i64 cnt, bool full) {
+  constexpr int NE = 4 * NQ;
+  if constexpr (BITS == 8) {
+    const simd<std::uint8_t, NE> b = xe::convert<std::uint8_t>(q & 0xFF);
+    if (full) xe::block_store<std::uint8_t, NE>(Q + 4 * g0, b);
+    else store_tile<std::uint8_t, NE, false>(Q + 4 * g0, b, 4 * cnt);
+  } else {
+    const simd<int, NE / 2> lo = q.template select<NE / 2, 2>(0);
+    const simd<int, NE / 2> hi = q.template select<NE / 2, 2>(1);
+    const simd<std::uint8_t, NE / 2> b = xe::convert<std::uint8_t>((lo & 0xF) | ((hi & 0xF) << 4));
+    if (full) xe::block_store<std::uint8_t, NE / 2>(Q + 2 * g0, b);
+    else store_tile<std::uint8_t, NE / 2, false>(Q + 2 * g0, b, 2 * cnt);
+  }
+}
+
 template <int BITS, bool STOCH, int NQ>
 GNNSPARSE_ESIMD_FN void quantize_thread(i64 t, const float *X, i64 nquads, const float *scale, std::uint64_t seed,
                                         std::uint8_t *Q) {
@@ -141,25 +181,60 @@ GNNSPARSE_ESIMD_FN void quantize_thread(i64 t, const float *X, i64 nquads, const
   // The last thread's partial block: masked 16-lane gathers and scatters (common.hpp), the
   // same arithmetic on every lane.
   const simd<float, NE> x = full ? xe::block_load<float, NE>(X + 4 * g0) : load_tile<float, NE, false>(X + 4 * g0, 4 * cnt);
-  simd<std::uint32_t, NE> w(0u);
-  if constexpr (STOCH) {
-    simd<std::uint32_t, NQ> c[4];
-    philox_quads<NQ>(seed, std::uint64_t(g0), c);
-    GNNSPARSE_UNROLL
-    for (int k = 0; k < 4; ++k) w.template select<NQ, 4>(k) = c[k];
+  simd<int, NE> q = quantize_block<NE, QMAX, STOCH>(x, inv, quad_words<NQ, STOCH>(seed, g0));
+  store_quads<BITS, NQ>(Q, g0, q, cnt, full);
+}
+
+// The NE int32 accumulators of flat output elements e0 .. e0 + cnt - 1 of a rows x C output held
+// with row stride ld (lanes >= cnt read nothing and are 0).
+template <int NE>
+GNNSPARSE_ESIMD_FN simd<int, NE> load_acc(const int *acc, i64 e0, i64 cnt, i64 C, i64 ld) {
+  if (ld == C) return cnt >= NE ? xe::block_load<int, NE>(acc + e0) : load_tile<int, NE, false>(acc + e0, cnt);
+  const i64 r0 = e0 / C;  // offsets from the first row's start: within (NE / C + 2) rows of ld
+  const int *base = acc + r0 * ld;
+  simd<int, NE> v(0);
+  GNNSPARSE_UNROLL
+  for (int s = 0; s < NE; s += kSub) {
+    if (i64(s) >= cnt) continue;
+    simd<std::uint32_t, kSub> off;
+    for (int l = 0; l < kSub; ++l) {
+      const i64 e = e0 + s + l, r = e / C;
+      off[l] = std::uint32_t(((r - r0) * ld + (e - r * C)) * i64(sizeof(int)));
+    }
+    const simd<std::uint32_t, kSub> lane(std::uint32_t(s), 1u);
+    const simd_mask<kSub> m = lane < std::uint32_t(cnt < NE ? cnt : NE);
+    simd<int, kSub> part(0);
+    part.merge(xe::gather<int, kSub>(base, off, m), m);
+    v.template select<kSub, 1>(s) = part;
   }
-  simd<int, NE> q = quantize_block<NE, QMAX, STOCH>(x, inv, w);
-  if constexpr (BITS == 8) {
-    const simd<std::uint8_t, NE> b = xe::convert<std::uint8_t>(q & 0xFF);
-    if (full) xe::block_store<std::uint8_t, NE>(Q + 4 * g0, b);
-    else store_tile<std::uint8_t, NE, false>(Q + 4 * g0, b, 4 * cnt);
-  } else {
-    const simd<int, NE / 2> lo = q.template select<NE / 2, 2>(0);
-    const simd<int, NE / 2> hi = q.template select<NE / 2, 2>(1);
-    const simd<std::uint8_t, NE / 2> b = xe::convert<std::uint8_t>((lo & 0xF) | ((hi & 0xF) << 4));
-    if (full) xe::block_store<std::uint8_t, NE / 2>(Q + 2 * g0, b);
-    else store_tile<std::uint8_t, NE / 2, false>(Q + 2 * g0, b, 2 * cnt);
+  return v;
+}
+
+template <int BITS, bool STOCH, int NQ>
+GNNSPARSE_ESIMD_FN void requantize_thread(i64 t, const int *acc, i64 rows, i64 C, i64 ld, i64 chunk, const float *sa,
+                                          const float *sb, const float *scale_in, std::uint64_t seed, std::uint8_t *Q,
+                                          float *work) {
+  static_assert(BITS == 8 || BITS == 4, "requantize: BITS must be 8 or 4");
+  static_assert(NQ == 4 || NQ == 8 || NQ == 16, "requantize: NQ quads per step must be 4, 8 or 16");
+  constexpr int QMAX = quant::qmax_of(BITS);
+  constexpr int NE = 4 * NQ;
+  const float sab = sa[0] * sb[0];
+  const float inv = scale_in[1];
+  const i64 nquads = rows * C / 4;
+  const i64 lo = t * chunk, hi = lo + chunk < nquads ? lo + chunk : nquads;
+  simd<float, NE> keys(0.0f);
+  for (i64 g0 = lo; g0 < hi; g0 += NQ) {
+    const i64 cnt = hi - g0 < NQ ? hi - g0 : NQ;  // quads of this step
+    const simd<float, NE> y = xe::convert<float>(load_acc<NE>(acc, 4 * g0, 4 * cnt, C, ld)) * sab;
+    const simd<std::uint32_t, NE> lane(0u, 1u);
+    const simd_mask<NE> in = lane < std::uint32_t(4 * cnt);
+    simd<float, NE> k(0.0f);
+    k.merge(absmax_keys<NE>(y), in);
+    keys = xe::max<float, NE>(keys, k);
+    simd<int, NE> q = quantize_block<NE, QMAX, STOCH, true>(y, inv, quad_words<NQ, STOCH>(seed, g0));
+    store_quads<BITS, NQ>(Q, g0, q, cnt, cnt == NQ);
   }
+  store_tile<float, 1, false>(work + t, simd<float, 1>(xe::hmax<float>(keys)), 1);
 }
 
 }  // namespace gnnsparse::esimd
@@ -182,6 +257,19 @@ SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((sycl::ext::oneapi::experimental::nd_range_ker
 void quantize(const float *X, std::int64_t nquads, const float *scale, std::uint64_t seed, std::uint8_t *Q) {
   const auto it = sycl::ext::oneapi::this_work_item::get_nd_item<1>();
   quantize_thread<BITS, STOCH, NQ>(i64(it.get_global_id(0)), X, nquads, scale, seed, Q);
+}
+
+// nd_range: global >= nthreads (extra ones return), local any; Q 16-byte aligned (block stores at
+// multiples of 2 NQ bytes); chunk a multiple of NQ quads except where it covers the end.
+template <int BITS, bool STOCH, int NQ>
+SYCL_EXTERNAL SYCL_ESIMD_KERNEL
+SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((sycl::ext::oneapi::experimental::nd_range_kernel<1>))
+void requantize(const int *acc, std::int64_t rows, std::int64_t C, std::int64_t ld, std::int64_t chunk,
+                std::int64_t nthreads, const float *sa, const float *sb, const float *scale_in, std::uint64_t seed,
+                std::uint8_t *Q, float *work) {
+  const auto it = sycl::ext::oneapi::this_work_item::get_nd_item<1>();
+  const i64 t = i64(it.get_global_id(0));
+  if (t < nthreads) requantize_thread<BITS, STOCH, NQ>(t, acc, rows, C, ld, chunk, sa, sb, scale_in, seed, Q, work);
 }
 }  // namespace gnnsparse::esimd
 #endif
