@@ -302,6 +302,10 @@ struct EsimdRequantizePlan {
 inline std::optional<EsimdRequantizePlan> esimd_requantize_plan(const DeviceCaps &c, const RequantizeArgs &a) {
   if (!c.esimd || a.rows <= 0 || a.C <= 0 || a.C % 4 != 0 || a.ld % 4 != 0) return std::nullopt;
   if (a.out.bits != 4 && a.out.bits != 8) return std::nullopt;
+  // strided rows are gathered with 32-bit byte offsets from a step's first row: the rows one step
+  // of 4 kEsimdQuantNQ elements spans must lie within 4 GiB
+  if (a.ld != a.C && (4 * kEsimdQuantNQ / a.C + 2) * a.ld * std::int64_t(sizeof(std::int32_t)) > 0xFFFFFFFFLL)
+    return std::nullopt;
   EsimdRequantizePlan p;
   const long nquads = long(a.rows * a.C / 4);
   const long steps = (nquads + kEsimdQuantNQ - 1) / kEsimdQuantNQ;

@@ -67,7 +67,9 @@ def qshim():
     if not cxx:
         pytest.skip("no C++ compiler for the ESIMD host shim")
     files = [KERNELS / "esimd" / "quantize.hpp", KERNELS / "esimd" / "qspmm.hpp", KERNELS / "esimd" / "common.hpp",
-             KERNELS / "quant_math.hpp",
+             KERNELS / "quant_math.hpp", ROOT / "sycl" / "quant_policy.hpp", ROOT / "sycl" / "policy.hpp",
+             ROOT / "sycl" / "instances.hpp", INCLUDE / "gnnsparse" / "quant.hpp", INCLUDE / "gnnsparse" / "args.hpp",
+             INCLUDE / "gnnsparse" / "qgemm.hpp",
              SHIM / "esimd_shim.hpp", SHIM / "esimd_shim_quant.hpp", SHIM / "quant_shim_driver.cpp",
              INCLUDE / "gnnsparse" / "ops.hpp"]
     h = hashlib.sha256()
@@ -77,7 +79,7 @@ def qshim():
     if not out.exists():
         tmp = out.with_suffix(f".{os.getpid()}.tmp")
         r = subprocess.run([cxx, "-std=c++17", "-O1", "-fPIC", "-shared", "-ffp-contract=off",
-                            "-DGNNSPARSE_ESIMD_HOST_SHIM", f"-I{KERNELS}", f"-I{INCLUDE}", f"-I{SHIM}", "-Wall",
+                            "-DGNNSPARSE_ESIMD_HOST_SHIM", f"-I{KERNELS}", f"-I{ROOT / 'sycl'}", f"-I{INCLUDE}", f"-I{SHIM}", "-Wall",
                             "-Wno-unknown-pragmas", "-pthread", str(SHIM / "quant_shim_driver.cpp"), "-o", str(tmp)],
                            capture_output=True, text=True)
         assert r.returncode == 0, r.stdout + r.stderr
@@ -89,6 +91,10 @@ def qshim():
     lib.shim_quantize.argtypes = [ctypes.c_int, ctypes.c_int, vp, i64, vp, ctypes.c_uint64, vp]
     ci = ctypes.c_int
     lib.shim_requantize.argtypes = [ci, ci, vp, i64, i64, i64, i64, i64, vp, vp, vp, ctypes.c_uint64, vp, vp]
+    lib.shim_qspmm_plan.restype = i64
+    lib.shim_qspmm_plan.argtypes = [i64, i64, i64, i64, i64, ci, ci, ci]
+    lib.shim_requantize_plan.restype = i64
+    lib.shim_requantize_plan.argtypes = [i64, i64, i64, ci, ctypes.POINTER(i64)]
     lib.shim_qspmm.argtypes = [ci, ci, ci, vp, vp, vp, vp, vp, vp, i64, i64, i64, i64, i64, ci, ci, vp, vp, vp, i64,
                                ci, ci, ctypes.c_uint64]
     return lib
@@ -161,11 +167,10 @@ def test_shim_requantize_equals_model(qshim, rng, rows, C, ld, bits):
     acc = rng.integers(-40000, 40000, (rows, ld), dtype=np.int32)
     sa, sb = np.array([3.1e-3], np.float32), np.array([0.7], np.float32)
     y = (acc[:, :C].astype(np.float32) * np.float32(sa[0] * sb[0])).astype(np.float32)
-    nquads = rows * C // 4
-    steps = -(-nquads // 16)
-    P = min(1024, steps)
-    chunk = -(-steps // P) * 16
-    threads = -(-nquads // chunk)
+    ch = ctypes.c_int64(0)
+    threads = qshim.shim_requantize_plan(rows, C, ld, bits, ctypes.byref(ch))  # the launcher's plan
+    chunk = ch.value
+    assert threads > 0 and chunk % 16 == 0 and threads <= 1024 and (threads - 1) * chunk < rows * C // 4
     keys = np.abs(y).reshape(-1)
     for stoch, seed, shrink in [(True, 9, 1.0), (False, 0, 1.0), (True, 2**63 + 7, 0.6)]:
         sin = np.array(model.scales(np.float32(model.absmax(y) * shrink), bits), np.float32)
@@ -177,6 +182,36 @@ def test_shim_requantize_equals_model(qshim, rng, rows, C, ld, bits):
         np.testing.assert_array_equal(Q, (qm.view(np.uint8) if bits == 8 else model.pack4(qm)).reshape(-1))
         want = [keys[4 * t * chunk:4 * (t + 1) * chunk].max() for t in range(threads)]
         np.testing.assert_array_equal(work, np.array(want, np.float32))
+    # a non-finite scale product: NaN / inf outputs quantize as the model says, their keys are +inf
+    sa_inf = np.array([np.inf], np.float32)
+    with np.errstate(invalid="ignore"):  # 0 * inf
+        yi = (acc[:, :C].astype(np.float32) * np.float32(sa_inf[0] * sb[0])).astype(np.float32)
+    sin = np.array([1.0, 1.0], np.float32)
+    Q = _aligned_u8(rows * C if bits == 8 else rows * C // 2)
+    work = np.full(threads, -1.0, np.float32)
+    _check(qshim, qshim.shim_requantize(bits, 1, _p(acc), rows, C, ld, chunk, threads, _p(sa_inf), _p(sb), _p(sin), 3,
+                                        _p(Q), _p(work)))
+    qm = model.quantize_delayed(yi, bits, True, 3, sin)[0]
+    np.testing.assert_array_equal(Q, (qm.view(np.uint8) if bits == 8 else model.pack4(qm)).reshape(-1))
+    assert np.isinf(work).all()
+
+
+def test_esimd_quant_policy(qshim):
+    """Which calls the ESIMD SpMM and requantize take (sycl/quant_policy.hpp), through the shim
+    driver: sum / mean only, unweighted only while the longest row keeps the int32 sum (max_degree,
+    else nnz), weighted any length; requantize on the quad layout with a bounded gather span."""
+    plan = qshim.shim_qspmm_plan
+    assert plan(10, 8, 30, 5, 33, 8, 0, 0) == 2 and plan(10, 8, 30, 5, 33, 8, 0, 1) == 2  # 20 threads
+    assert plan(10, 8, 30, 5, 33, 8, 0, 2) == -1  # max: portable
+    big = 2**31 // 127 + 1
+    assert plan(10, 8, big, big, 8, 8, 0, 0) == -1 and plan(10, 8, big, big - 1, 8, 8, 0, 0) == 1
+    assert plan(10, 8, big, -1, 8, 8, 0, 0) == -1 and plan(10, 8, big, -1, 8, 4, 0, 0) == 1  # nnz bounds it
+    assert plan(10, 8, big, big, 8, 8, 1, 0) == 1  # weighted: float32 sums, any length
+    ch = ctypes.c_int64(0)
+    rq = qshim.shim_requantize_plan
+    assert rq(10, 6, 6, 8, ctypes.byref(ch)) == -1 and rq(10, 8, 10, 8, ctypes.byref(ch)) == -1
+    assert rq(4096, 64, 64, 8, ctypes.byref(ch)) == 1024 and ch.value == 64
+    assert rq(10, 4, 2**26, 8, ctypes.byref(ch)) == -1 and rq(10, 4, 2**24, 8, ctypes.byref(ch)) == 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -218,7 +253,9 @@ def _run_qspmm(lib, A, qbytes, bits, C, s, w, H, mean, ident, out=None):
     nnz = int(A.rowptr[-1])
     idx64 = A.col.dtype == np.int64
     scale = np.array([s, 1.0 / s if s else 0.0], np.float32)
-    groups = -(-M * -(-C // QCOLS) // QLOCAL)
+    maxdeg = int(np.diff(A.rowptr).max(initial=0))
+    groups = lib.shim_qspmm_plan(M, K, nnz, maxdeg, C, bits, int(w is not None), int(mean)) if M else 0
+    assert groups == -(-M * -(-C // QCOLS) // QLOCAL), "the launcher's plan and the kernel's tiles disagree"
     wp = None if w is None else np.ascontiguousarray(w, np.float32)
     col = A.col if nnz else np.zeros(1, A.col.dtype)
     args = [int(idx64), bits, int(w is not None), _p(A.rowptr), _p(col), _p(wp) if wp is not None else None,
@@ -277,26 +314,51 @@ def test_shim_qspmm_heads_and_incidence(qshim, rng, bits, H, D):
         np.testing.assert_array_equal(Y, _qspmm_contract(A.rowptr, A.col, qe, se, None, 1, mean, True))
 
 
-@pytest.mark.parametrize("case", [(40, 30, 4.0, 0, 17), (50, 40, 6.0, 300, 64), (33, 65, 5.0, 0, 130),
-                                  (5, 3, 1.0, 0, 1)], ids=lambda c: f"{c[0]}x{c[1]}C{c[4]}")
+def _group_keys(y, groups):
+    """The work-groups' partial absmax keys of a quantized SpMM output y (M x C): thread i * tiles + t
+    holds row i's 32-column tile t, QLOCAL threads per group; keys |y|, +inf for NaN / +-inf."""
+    M, C = y.shape
+    tiles = -(-C // QCOLS)
+    k = np.where(np.isfinite(y), np.abs(y), np.inf).astype(np.float32)
+    k = np.pad(k, ((0, 0), (0, tiles * QCOLS - C))).reshape(M, tiles, QCOLS).max(axis=2).reshape(-1)
+    return np.pad(k, (0, groups * QLOCAL - k.size)).reshape(groups, QLOCAL).max(axis=1)
+
+
+QOUT_VARIANTS = [  # (weights, mean, incidence, index type)
+    ("values", False, False, np.int32), ("none", False, False, np.int32), ("none", True, False, np.int64),
+    ("heads", False, False, np.int64), ("none", False, True, np.int32), ("values", True, False, np.int64)]
+
+
+@pytest.mark.parametrize("case", [(40, 30, 4.0, 0, 16), (50, 40, 6.0, 300, 64), (33, 65, 5.0, 0, 130),
+                                  (5, 3, 1.0, 0, 2), (37, 20, 3.0, 0, 63)], ids=lambda c: f"{c[0]}x{c[1]}C{c[4]}")
 @pytest.mark.parametrize("bits, obits", [(8, 8), (8, 4), (4, 8), (4, 4)])
 def test_shim_qspmm_quantized_out(qshim, rng, case, bits, obits):
     """The quantizing epilogue: Q equals the delayed-scale model of the float32 output (clamped
-    where the delayed scale is too small), the work-groups' partials fold to its absmax key
-    (+inf for a non-finite output), every Q byte and partial written once."""
+    where the delayed scale is too small), each work-group's partial is the absmax key of its
+    threads' tiles (+inf for a non-finite output), every Q byte and partial written once; over
+    weights (none, A's values, per-head), sum / mean, the incidence form and both index types."""
     M, K, deg, hub, C = case
-    A = random_csr(rng, M, K, mean_deg=deg, hub=hub, weighted=True)
-    q, s, _ = model.quantize((rng.standard_normal((K, C)) * 2).astype(np.float32), bits, True, seed=1)
-    qb = np.ascontiguousarray(q.view(np.uint8) if bits == 8 else model.pack4(q))
-    y = _qspmm_contract(A.rowptr, A.col, q, s, A.val, 1, False, False)
-    amax = model.absmax(y)
-    for stoch, seed, shrink in [(True, 11, 1.0), (False, 0, 1.0), (True, 2**64 - 5, 0.5)]:
-        sin = np.array(model.scales(np.float32(amax * shrink), obits), np.float32)
-        Q, work = _run_qspmm(qshim, A, qb, bits, C, s, A.val, 1, False, False, out=(obits, stoch, seed, sin))
-        qm = model.quantize_delayed(y, obits, stoch, seed, sin)[0]
-        np.testing.assert_array_equal(Q, qm.view(np.uint8) if obits == 8 else model.pack4(qm))
-        assert work.max(initial=0) == amax
-    if A.val.size:  # a NaN weight: the output's row with it is NaN (quantized to 0), the key +inf
+    for wkind, mean, ident, itype in QOUT_VARIANTS:
+        A = random_csr(rng, M, K, mean_deg=deg, hub=hub, weighted=True, index_dtype=itype)
+        nnz = int(A.rowptr[-1])
+        H = 2 if C % 2 == 0 else (3 if C % 3 == 0 else 1)  # heads of C / H columns
+        w = {"values": A.val, "none": None, "heads": rng.standard_normal((nnz, H)).astype(np.float32)}[wkind]
+        H = H if wkind == "heads" else 1
+        q, s, _ = model.quantize((rng.standard_normal((nnz if ident else K, C)) * 2).astype(np.float32), bits, True,
+                                 seed=1)
+        qb = np.ascontiguousarray(q.view(np.uint8) if bits == 8 else model.pack4(q))
+        y = _qspmm_contract(A.rowptr, A.col, q, s, w, H, mean, ident)
+        amax = model.absmax(y)
+        for stoch, seed, shrink in [(True, 11, 1.0), (False, 0, 1.0), (True, 2**64 - 5, 0.5)]:
+            sin = np.array(model.scales(np.float32(amax * shrink), obits), np.float32)
+            Q, work = _run_qspmm(qshim, A, qb, bits, C, s, w, H, mean, ident, out=(obits, stoch, seed, sin))
+            qm = model.quantize_delayed(y, obits, stoch, seed, sin)[0]
+            np.testing.assert_array_equal(Q, qm.view(np.uint8) if obits == 8 else model.pack4(qm))
+            np.testing.assert_array_equal(work, _group_keys(y, work.size))
+    if nnz:  # a NaN weight: the output's row with it is NaN (quantized to 0), its group's key +inf
+        A = random_csr(rng, M, K, mean_deg=deg, hub=hub, weighted=True)
+        q, s, _ = model.quantize((rng.standard_normal((K, C)) * 2).astype(np.float32), bits, True, seed=1)
+        qb = np.ascontiguousarray(q.view(np.uint8) if bits == 8 else model.pack4(q))
         w = A.val.copy()
         w[0] = np.nan
         sin = np.array([1.0, 1.0], np.float32)
@@ -305,7 +367,25 @@ def test_shim_qspmm_quantized_out(qshim, rng, case, bits, obits):
         assert np.isnan(y).any()
         qm = model.quantize_delayed(y, obits, True, 5, sin)[0]
         np.testing.assert_array_equal(Q, qm.view(np.uint8) if obits == 8 else model.pack4(qm))
-        assert np.isinf(work.max())
+        np.testing.assert_array_equal(work, _group_keys(y, work.size))
+        assert np.isinf(work).any()
+
+
+@pytest.mark.parametrize("bits", [8, 4])
+def test_shim_qspmm_unaligned_x(qshim, rng, bits):
+    """X one byte off a 4-byte boundary: every tile takes the masked-gather loads (and an int4 row
+    of 63 columns, 32 bytes, the aligned block path reading the row's spare nibble)."""
+    A = random_csr(rng, 30, 20, mean_deg=4.0, weighted=True)
+    for C in (63, 64, 9):
+        q, s, _ = model.quantize(rng.standard_normal((20, C)).astype(np.float32), bits, False)
+        qb = np.ascontiguousarray(q.view(np.uint8) if bits == 8 else model.pack4(q)).reshape(-1)
+        buf = np.zeros(qb.size + 8, np.uint8)
+        off = (-buf.ctypes.data) % 4 + 1
+        xo = buf[off:off + qb.size]
+        xo[:] = qb
+        for x in (qb, xo):
+            Y = _run_qspmm(qshim, A, x, bits, C, s, A.val, 1, False, False)
+            np.testing.assert_array_equal(Y, _qspmm_contract(A.rowptr, A.col, q, s, A.val, 1, False, False))
 
 
 def test_shim_qspmm_catches_a_race(qshim, rng):

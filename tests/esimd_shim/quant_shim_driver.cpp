@@ -11,8 +11,10 @@
 #include <string>
 
 #include "esimd/qspmm.hpp"
+#include "quant_policy.hpp"
 
 namespace ge = gnnsparse::esimd;
+namespace rt = gnnsparse::sycl_rt;
 namespace shim = gnnsparse_shim;
 using i64 = std::int64_t;
 
@@ -160,6 +162,39 @@ int shim_requantize(int bits, int stochastic, const int *acc, i64 rows, i64 C, i
     else ge::requantize_thread<4, false, kNQ>(t, acc, rows, C, ld, chunk, sa, sb, scale_in, seed, Q, work);
   }
   return finish();
+}
+
+// The launch policy's choices on a device with ESIMD (sycl/quant_policy.hpp), so the tests run the
+// launches the launcher makes. qspmm: reduce 0 sum / 1 mean / 2 max; weighted: A's values given;
+// returns the work-groups of the ESIMD launch (its absmax partials), or -1 when the portable kernel
+// takes the call. requantize: threads and chunk of the ESIMD pass, or -1.
+i64 shim_qspmm_plan(i64 M, i64 K, i64 nnz, i64 max_degree, i64 C, int bits, int weighted, int reduce) {
+  static int dummy;
+  rt::DeviceCaps caps;
+  caps.esimd = true;
+  gnnsparse::QSpmmArgs a;
+  a.A = gnnsparse::CsrView{gnnsparse::IType::i32, &dummy, &dummy, weighted ? &dummy : nullptr, M, K, nnz, max_degree};
+  a.X.bits = bits;
+  a.X.C = C;
+  a.reduce = reduce == 0 ? gnnsparse::Reduce::sum : reduce == 1 ? gnnsparse::Reduce::mean : gnnsparse::Reduce::max;
+  const auto l = rt::esimd_qspmm_launch(caps, a);
+  if (!l) return -1;
+  if (l->local != std::size_t(ge::kQSpmmLocal) || long(rt::kEsimdQSpmmCols) != ge::kQN) return -2;  // kernel and policy disagree
+  return i64(l->global / l->local);
+}
+
+i64 shim_requantize_plan(i64 rows, i64 C, i64 ld, int bits, i64 *chunk) {
+  rt::DeviceCaps caps;
+  caps.esimd = true;
+  gnnsparse::RequantizeArgs a;
+  a.rows = rows;
+  a.C = C;
+  a.ld = ld;
+  a.out.bits = bits;
+  const auto p = rt::esimd_requantize_plan(caps, a);
+  if (!p) return -1;
+  *chunk = p->chunk;
+  return p->threads;
 }
 
 }  // extern "C"
