@@ -64,7 +64,7 @@ std::optional<sycl::event> esimd_requantize_pass(sycl::queue &q, const Requantiz
                       std::uint64_t(o.seed), static_cast<std::uint8_t *>(o.Q), o.work);
 }
 
-std::optional<sycl::event> esimd_qspmm_pass(sycl::queue &q, const QSpmmArgs &a, const Launch &l, const QDeps &deps) {
+sycl::event esimd_qspmm_pass(sycl::queue &q, const QSpmmArgs &a, const Launch &l, const QDeps &deps) {
   const sycl::kernel k = KernelCache::instance().get(q, l.inst);
   const QOut &o = a.out;
   const float *w = a.W != nullptr ? a.W : static_cast<const float *>(a.A.val);

@@ -104,7 +104,7 @@ sycl::event qspmm(sycl::queue &q, const QSpmmArgs &a, const QDeps &deps) {
     if (o.Q == nullptr) throw std::invalid_argument("gnnsparse sycl qspmm: null pointer for the quantized output");
   }
   if (el) {
-    const sycl::event e = *esimd_qspmm_pass(q, a, l, deps);
+    const sycl::event e = esimd_qspmm_pass(q, a, l, deps);
     return o.active() ? delayed_finish(q, o, qspmm_out_partials(l), {e}) : e;
   }
   const float *w = a.W != nullptr ? a.W : static_cast<const float *>(a.A.val);

@@ -41,6 +41,6 @@ std::optional<sycl::event> esimd_quantize_pass(sycl::queue &q, const QuantizeArg
 std::optional<sycl::event> esimd_requantize_pass(sycl::queue &q, const RequantizeArgs &a, const QDeps &deps,
                                                  long &partials);
 // The ESIMD quantized SpMM (sycl/esimd_quant.cpp) with the launch esimd_qspmm_launch chose.
-std::optional<sycl::event> esimd_qspmm_pass(sycl::queue &q, const QSpmmArgs &a, const Launch &l, const QDeps &deps);
+sycl::event esimd_qspmm_pass(sycl::queue &q, const QSpmmArgs &a, const Launch &l, const QDeps &deps);
 
 }  // namespace gnnsparse::sycl_rt

@@ -388,9 +388,9 @@ def test_shim_qspmm_unaligned_x(qshim, rng, bits):
             np.testing.assert_array_equal(Y, _qspmm_contract(A.rowptr, A.col, q, s, A.val, 1, False, False))
 
 
-def test_shim_qspmm_catches_a_race(qshim, rng):
-    """The shim's checks have teeth for this kernel's SLM use: a work buffer one float short of the
-    work-groups is reported."""
+def test_shim_qspmm_catches_a_short_work_buffer(qshim, rng):
+    """The shim driver's checks have teeth: a work buffer one float short of the work-groups is
+    reported."""
     A = random_csr(rng, 40, 30, mean_deg=4.0, weighted=True)
     q, s, _ = model.quantize(rng.standard_normal((30, 8)).astype(np.float32), 8, False)
     scale = np.array([s, 1 / s], np.float32)

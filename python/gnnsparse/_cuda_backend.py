@@ -343,7 +343,6 @@ class CudaBackend:
                 run.addr(inv), _row_stride(m, H), _row_stride(inv, H), H, slope, run.addr(t))
         return t
 
-
     # ------------------------------------------------------------ ReLU / ELU + dropout, mask as bits
     # (contract include/gnnsparse/act_dropout.hpp; caller gnnsparse.quant.autograd): contiguous
     # float32 torch tensors, checked there; bits: uint8, ceil(n / 32) * 4 bytes (whole 32-bit words).

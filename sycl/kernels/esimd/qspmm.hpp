@@ -148,10 +148,7 @@ GNNSPARSE_ESIMD_FN float qstore_tile(simd<float, kQN> y, i64 i, i64 c0, i64 C, c
   if constexpr (OBITS == 8) {
     store_tile<std::uint8_t, kQN, false>(Q + i * C + c0, xe::convert<std::uint8_t>(q & 0xFF), valid);
   } else {
-    const simd<int, kQN / 2> lo = q.template select<kQN / 2, 2>(0);
-    const simd<int, kQN / 2> hi = q.template select<kQN / 2, 2>(1);
-    const simd<std::uint8_t, kQN / 2> bytes = xe::convert<std::uint8_t>((lo & 0xF) | ((hi & 0xF) << 4));
-    store_tile<std::uint8_t, kQN / 2, false>(Q + i * ((C + 1) / 2) + c0 / 2, bytes, (valid + 1) / 2);
+    store_tile<std::uint8_t, kQN / 2, false>(Q + i * ((C + 1) / 2) + c0 / 2, pack4_block<kQN>(q), (valid + 1) / 2);
   }
   return xe::hmax<float>(keys);
 }

@@ -147,6 +147,15 @@ GNNSPARSE_ESIMD_FN simd<std::uint32_t, 4 * NQ> quad_words(std::uint64_t seed, i6
   return w;
 }
 
+// Pairs of values as int4 bytes (quant::pack4 lane by lane: element 2 m in the low nibble of
+// byte m, 2 m + 1 in the high one). (q by reference: select needs a non-const object.)
+template <int N>
+GNNSPARSE_ESIMD_FN simd<std::uint8_t, N / 2> pack4_block(simd<int, N> &q) {
+  const simd<int, N / 2> lo = q.template select<N / 2, 2>(0);
+  const simd<int, N / 2> hi = q.template select<N / 2, 2>(1);
+  return xe::convert<std::uint8_t>((lo & 0xF) | ((hi & 0xF) << 4));
+}
+
 // The values q of quads g0 .. g0 + cnt - 1 into Q (int8: 4 bytes per quad; int4: 2, packed): one
 // block store at a 16-byte aligned address when the NQ quads are whole (full), else masked
 // 16-lane scatters. (q is taken by reference: select needs a non-const object.)
@@ -158,9 +167,7 @@ GNNSPARSE_ESIMD_FN void store_quads(std::uint8_t *Q, i64 g0, simd<int, 4 * NQ> &
     if (full) xe::block_store<std::uint8_t, NE>(Q + 4 * g0, b);
     else store_tile<std::uint8_t, NE, false>(Q + 4 * g0, b, 4 * cnt);
   } else {
-    const simd<int, NE / 2> lo = q.template select<NE / 2, 2>(0);
-    const simd<int, NE / 2> hi = q.template select<NE / 2, 2>(1);
-    const simd<std::uint8_t, NE / 2> b = xe::convert<std::uint8_t>((lo & 0xF) | ((hi & 0xF) << 4));
+    const simd<std::uint8_t, NE / 2> b = pack4_block<NE>(q);
     if (full) xe::block_store<std::uint8_t, NE / 2>(Q + 2 * g0, b);
     else store_tile<std::uint8_t, NE / 2, false>(Q + 2 * g0, b, 2 * cnt);
   }
