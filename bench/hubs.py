@@ -61,6 +61,9 @@ def main(argv=None):
     ap.add_argument("--edges", type=int, default=10_000_000)
     ap.add_argument("--knob", help="NAME=v1,v2: time our call under each value of this environment variable")
     ap.add_argument("--no-ref", action="store_true", help="no cuSPARSE calls and no float64 check (for ncu)")
+    ap.add_argument("--timeline", action="store_true",
+                    help="also print each kernel of one call (torch.profiler): stream, start and end in us from the "
+                         "call's first kernel -- how the hub pass and the row kernel overlap")
     a = ap.parse_args(argv)
     import torch
 
@@ -110,6 +113,35 @@ def main(argv=None):
                 print(f"{red:6s} {C:4d} {t:9.1f} {cu if cu else float('nan'):9.1f} "
                       f"{(cu / t) if cu else float('nan'):6.2f} {100 * floor_us / t:7.0f}%  {check}"
                       + ("" if k == "ours" else f"  {k}"))
+            if a.timeline:
+                for k, f in fns.items():
+                    if k != "cusparse":
+                        timeline(torch, f, flush, k)
+
+
+def timeline(torch, fn, flush, label):
+    """The kernels of one call of fn (after a flush), each with its stream and its start / end in us
+    from the first kernel's start (torch.profiler's CUDA activity)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn(0)
+    torch.cuda.synchronize()
+    flush()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn(1)
+        torch.cuda.synchronize()
+    ks = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA and "fill" not in e.name]
+    if not ks:
+        print(f"  timeline {label}: no kernels recorded")
+        return
+    t0 = min(e.time_range.start for e in ks)
+    end = max(e.time_range.end for e in ks)
+    print(f"  timeline {label}: {(end - t0):.1f} us from the first kernel's start to the last one's end")
+    for e in sorted(ks, key=lambda e: e.time_range.start):
+        stream = getattr(e, "device_resource_id", None)
+        print(f"    stream {stream!s:>4s} {e.time_range.start - t0:8.1f} .. {e.time_range.end - t0:8.1f}  "
+              f"({e.time_range.end - e.time_range.start:7.1f})  {e.name[:90]}")
 
 
 def _with(name, value, fn, i):

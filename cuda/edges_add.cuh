@@ -382,7 +382,7 @@ fused_edges_add_norm_kernel(typename EdgesAdd<T, I, EF, HM>::Args a, HubGeometry
   if (s >= g.nsegments) return;
   const int lane = threadIdx.x % 32;
   hub_pieces(a.rowptr, g, s, [&](int, int64_t r, int64_t kb, int64_t ke) {
-    const int64_t c0 = static_cast<int64_t>(a.rowptr[r]) / g.seg;
+    const int64_t c0 = static_cast<int64_t>(g.segment_of(a.rowptr[r]));
     A xi[HM], m[HM], inv[HM];
     Ag::row_operand(a, r, xi);
 #pragma unroll

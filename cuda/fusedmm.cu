@@ -563,7 +563,7 @@ fused_hub_norm_kernel(const I* __restrict__ rowptr, const typename ValOf<T>::typ
   const int lane = threadIdx.x % 32;
   const int64_t s = item / H, h = item % H;
   hub_pieces(rowptr, g, s, [&](int, int64_t r, int64_t kb, int64_t ke) {
-    const int64_t c0 = static_cast<int64_t>(rowptr[r]) / g.seg;
+    const int64_t c0 = static_cast<int64_t>(g.segment_of(rowptr[r]));
     const A m = fin[(c0 * H + h) * 2], inv = fin[(c0 * H + h) * 2 + 1];
     for (int64_t k = kb + lane; k < ke; k += 32) {
       A w = exp_of(to_acc<A>(E[k * H + h]) - m) * inv;

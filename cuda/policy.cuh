@@ -52,6 +52,7 @@ struct SegmentTuning {
   static constexpr int64_t kHubFactor = 16;    // hub = row longer than 16x the average row
   static constexpr int64_t kMaxHub = int64_t(1) << 30;  // cap on the hub threshold
   static constexpr int64_t kWorkspaceElems = int64_t(1) << 23;  // cap on partial-slot elements
+  static constexpr int64_t kMaxSegments = int64_t(1) << 22;    // segments per pass (32-bit counts in the combine)
   static constexpr int kMapThreads = 256;          // map kernel: one thread per segment
   static constexpr int kFlagThreads = 256;         // hub flag kernel (max degree unknown)
   static constexpr int64_t kFlagMaxBlocks = 1024;  // and its grid cap (grid-stride loop)
@@ -122,6 +123,7 @@ inline SegmentPlan plan_segments(int64_t M, int64_t nnz, int64_t max_deg, int64_
   int64_t seg = min_seg;
   const int64_t cap = slot_elems > 0 ? hub_override("GNNSPARSE_CUDA_HUB_WORKSPACE", SegmentTuning::kWorkspaceElems) : 0;
   while (slot_elems > 0 && nnz / seg * 2 * slot_elems > cap) seg <<= 1;
+  while ((nnz + seg - 1) / seg > SegmentTuning::kMaxSegments) seg <<= 1;  // nnz > 2^30 only
   p.thr = std::max(hub_threshold(M, nnz), seg);
   const bool hubs = max_deg < 0 ? nnz > p.thr : max_deg > p.thr;
   p.seg = hubs ? seg : 0;

@@ -43,6 +43,9 @@ struct HubGeometry {
   int64_t M = 0, nnz = 0, seg = 0, thr = 0, nsegments = 0;
   const int64_t* rows = nullptr;  // 2 per segment: rows of its first and its last entry
   const int* flag = nullptr;      // 0: no hub row (every hub kernel returns at once)
+  int seg_shift = 0;              // seg == 1 << seg_shift (plan_segments: a power of two)
+  // The segment holding entry k (< nsegments <= SegmentTuning::kMaxSegments: 32 bits).
+  __device__ __forceinline__ unsigned segment_of(int64_t k) const { return static_cast<unsigned>(k >> seg_shift); }
 };
 
 // Calls piece(slot, r, kb, ke) for each hub row r (deg > thr) that segment s meets, in slot
@@ -61,12 +64,9 @@ __device__ __forceinline__ void hub_pieces(const I* __restrict__ rowptr, const H
   }
 }
 
-// The slot (0 or 1) that the hub row whose entries start at k0 has in segment s, one of its
-// segments: 0 when the row holds the segment's first entry, else 1 (the row starts inside s and,
-// being longer than a segment, holds its last). Its partial state is in slot 2 s + hub_slot.
-__device__ __forceinline__ int64_t hub_slot(int64_t s, int64_t seg, int64_t k0) {
-  return (s * seg >= k0) ? 0 : 1;
-}
+// The slot (0 or 1) that a hub row has in one of its segments: 1 in the segment where it starts
+// when it starts inside it (it holds that segment's last entry), else 0 (it holds the segment's
+// first entry). Its partial state there is in slot 2 s + that slot (hub_fold_row).
 
 // Sets *flag when some row is longer than thr (plain stores of the same value; the flag only
 // lets the hub kernels return at once, it never touches results).
@@ -110,25 +110,32 @@ segment_map_kernel(const I* __restrict__ rowptr, HubGeometry g, int64_t* __restr
 // them: thread (part, column) folds a contiguous range of the row's segments, Cmb::kLoads slots
 // loaded before they are folded in order, then the parts are folded in order through sh (NTH
 // Parts), and Cmb::write stores the result. sync() orders sh among the NTH threads.
+// Segment counts in 32 bits: n <= nsegments <= 2^22 (SegmentTuning::kMaxSegments) and P <= NTH <=
+// 512, so n * P < 2^32 (64-bit divisions here cost ~70 instructions each and made the combine
+// kernels spill at their 64-register cap).
 template <class Cmb, int NTH, class Sync>
 __device__ __forceinline__ void hub_fold_row(const typename Cmb::Params& p, const HubGeometry& g, int64_t r,
                                              int64_t k0, int64_t k1, int t, typename Cmb::Part* sh, Sync sync) {
   using Part = typename Cmb::Part;
   constexpr int L = Cmb::kLoads;
+  static_assert(int64_t(NTH) * SegmentTuning::kMaxSegments <= (int64_t(1) << 32), "segment counts overflow 32 bits");
   const int64_t W = Cmb::width(p);
-  const int64_t CT = W < NTH ? W : NTH, P = NTH / CT;
-  const int64_t c0 = k0 / g.seg, n = (k1 - 1) / g.seg - c0 + 1;  // the row's segments c0 .. c0 + n - 1
+  const unsigned CT = W < NTH ? static_cast<unsigned>(W) : unsigned(NTH), P = NTH / CT;
+  const unsigned c0 = g.segment_of(k0), n = g.segment_of(k1 - 1) - c0 + 1;  // the row's segments c0 .. c0 + n - 1
+  // the row's slot in its first segment: 1 when the row starts inside it (hub_slot), 0 in every later one
+  const int64_t first_slot = (k0 & (g.seg - 1)) != 0 ? 1 : 0;
+  const unsigned ut = static_cast<unsigned>(t), part = ut / CT;
   for (int64_t cb = 0; cb < W; cb += CT) {
-    const int64_t cc = cb + t % CT, part = t / CT;
+    const int64_t cc = cb + ut % CT;
     Part acc = Cmb::identity();
     if (part < P && cc < W) {
-      const int64_t q0 = n * part / P, q1 = n * (part + 1) / P;
-      for (int64_t q = q0; q < q1; q += L) {
+      const unsigned q0 = n * part / P, q1 = n * (part + 1) / P;
+      for (unsigned q = q0; q < q1; q += L) {
         Part v[L];
 #pragma unroll
         for (int l = 0; l < L; ++l) {
-          const int64_t sg = c0 + q + l;
-          if (q + l < q1) v[l] = Cmb::load(p, 2 * sg + hub_slot(sg, g.seg, k0), cc);
+          const unsigned sg = c0 + q + l;
+          if (q + l < q1) v[l] = Cmb::load(p, 2 * static_cast<int64_t>(sg) + (q + l == 0 ? first_slot : 0), cc);
         }
 #pragma unroll
         for (int l = 0; l < L; ++l)
@@ -137,10 +144,10 @@ __device__ __forceinline__ void hub_fold_row(const typename Cmb::Params& p, cons
     }
     sh[t] = acc;
     sync();
-    if (t < CT && cc < W) {
-      for (int64_t q = 1; q < P; ++q)
-        if (n * q / P < n * (q + 1) / P) Cmb::fold(acc, sh[q * CT + t]);
-      Cmb::write(p, r, cc, acc, k1 - k0, c0);
+    if (ut < CT && cc < W) {
+      for (unsigned q = 1; q < P; ++q)
+        if (n >= P || n * q / P < n * (q + 1) / P) Cmb::fold(acc, sh[q * CT + ut]);
+      Cmb::write(p, r, cc, acc, k1 - k0, static_cast<int64_t>(c0));
     }
     sync();
   }
@@ -178,7 +185,7 @@ hub_combine_rows_kernel(const I* __restrict__ rowptr, HubGeometry g, typename Cm
   const int64_t s = int64_t(blockIdx.x) * NT + tid;
   int64_t k0 = 0, k1 = 0;
   const int64_t r = s < g.nsegments ? hub_row_starting(rowptr, g, s, k0, k1) : -1;
-  const int64_t n = r >= 0 ? (k1 - 1) / g.seg - k0 / g.seg + 1 : 0;
+  const int64_t n = r >= 0 ? int64_t(g.segment_of(k1 - 1)) - g.segment_of(k0) + 1 : 0;
   const bool wide = n * Cmb::width(p) > SegmentTuning::kCombineWarpElems;
   unsigned mine = __ballot_sync(0xffffffffu, r >= 0 && !wide);
   const unsigned theirs = __ballot_sync(0xffffffffu, r >= 0 && wide);
@@ -251,9 +258,13 @@ class HubWorkspace {
     map_bytes_ = static_cast<size_t>(plan.nsegments) * 2 * sizeof(int64_t);
     GS_CUDA_CHECK(cudaMallocAsync(&raw_, kHeader + map_bytes_ + payload_bytes, stream));
     stream_ = stream;
+    if (plan.seg <= 0 || (plan.seg & (plan.seg - 1)) != 0 || plan.nsegments > SegmentTuning::kMaxSegments)
+      throw std::logic_error("gnnsparse cuda: hub segments must be a power of two long and at most 2^22");
+    int shift = 0;
+    while ((int64_t(1) << shift) < plan.seg) ++shift;
     g_ = HubGeometry{M, nnz, plan.seg, plan.thr, plan.nsegments,
                      reinterpret_cast<const int64_t*>(static_cast<char*>(raw_) + kHeader),
-                     static_cast<const int*>(raw_)};
+                     static_cast<const int*>(raw_), shift};
     int* flag = static_cast<int*>(raw_);
     // a known longest row above the threshold: the flag is set without looking (any non-zero byte)
     GS_CUDA_CHECK(cudaMemsetAsync(flag, max_deg < 0 ? 0 : 1, sizeof(int), stream));
@@ -302,11 +313,12 @@ class HubWorkspace {
 // stream per device, made on first use and kept for the process. Concurrent only for a known hub
 // (max_deg > thr: a graph that has one), so the op's other calls pay no extra host work, and
 // unless GNNSPARSE_CUDA_HUB_STREAM=0 (one stream, for comparison). Results do not depend on it.
+// The side stream has the greatest priority unless GNNSPARSE_CUDA_HUB_PRIORITY=normal.
 class HubStream {
  public:
   HubStream(cudaStream_t main, bool concurrent) : main_(main), side_(main) {
     if (!concurrent || !enabled()) return;
-    side_ = side_stream();
+    side_ = side_stream(high_priority());
     GS_CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
     GS_CUDA_CHECK(cudaEventRecord(fork_, main_));
     GS_CUDA_CHECK(cudaStreamWaitEvent(side_, fork_, 0));
@@ -342,17 +354,31 @@ class HubStream {
     throw std::invalid_argument(std::string("gnnsparse cuda: GNNSPARSE_CUDA_HUB_STREAM must be 0 or 1, got '") + e +
                                 "'");
   }
-  static cudaStream_t side_stream() {
+  // GNNSPARSE_CUDA_HUB_PRIORITY: "high" (unset or "": the default) gives the side stream the
+  // device's greatest priority, so the hub pass's blocks -- the segment kernel and then the
+  // combine, which waits for it and used to start only when the row kernel's queued blocks had
+  // drained -- are scheduled ahead of the row kernel's waiting blocks; "normal" the default
+  // priority (for the bench). Priorities order block scheduling only: results do not depend on it.
+  static bool high_priority() {
+    const char* e = std::getenv("GNNSPARSE_CUDA_HUB_PRIORITY");
+    if (e == nullptr || *e == '\0' || std::strcmp(e, "high") == 0) return true;
+    if (std::strcmp(e, "normal") == 0) return false;
+    throw std::invalid_argument(std::string("gnnsparse cuda: GNNSPARSE_CUDA_HUB_PRIORITY must be high or normal, got '") +
+                                e + "'");
+  }
+  static cudaStream_t side_stream(bool high) {
     static std::mutex mu;
-    static std::unordered_map<int, cudaStream_t> streams;
+    static std::unordered_map<int, cudaStream_t> streams;  // key: 2 device + high
     int dev = 0;
     GS_CUDA_CHECK(cudaGetDevice(&dev));
     std::lock_guard<std::mutex> lock(mu);
-    auto it = streams.find(dev);
+    auto it = streams.find(2 * dev + (high ? 1 : 0));
     if (it != streams.end()) return it->second;
+    int least = 0, greatest = 0;
+    GS_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
     cudaStream_t s = nullptr;
-    GS_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    streams.emplace(dev, s);
+    GS_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, high ? greatest : least));
+    streams.emplace(2 * dev + (high ? 1 : 0), s);
     return s;
   }
   cudaStream_t main_, side_;

@@ -2,9 +2,11 @@
 
 The layers keep the float layers' parameters and match them within the quantization error
 (forward and gradients), equal them exactly with bits=None, and are reproducible under
-torch.manual_seed; the train command picks the bit width by Tango's Error_X rule after the first
-epoch (printed), against a NumPy Error_X of the same tensor, and reports the accuracy against the
-float32 run. A few seconds on the CPU (SYCL backend); the CUDA variants run where a GPU is.
+torch.manual_seed; they take input features quantized once (a QTensor) as they are; the train
+command picks the bit width by Tango's Error_X rule on the first layer's output before training
+(printed), against a NumPy Error_X of the same tensor, quantizes the input features once at that
+width, and reports the accuracy against the float32 run. A few seconds on the CPU (SYCL backend);
+the CUDA variants run where a GPU is.
 """
 from __future__ import annotations
 
@@ -68,14 +70,66 @@ def test_layers_reproducible(device):
         assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("kind", ["gcn", "gcn-csr", "gat"])
+def test_layers_take_quantized_input(device, kind):
+    """Input features quantized once (a QTensor, as `gnnsparse train --quant 8` holds them): the
+    quantized layer takes them as they are and matches the float layer on their dequantized values
+    within the quantization error (output and parameter gradients; the input has no gradient); a
+    layer of another width requantizes them; the float layer (bits None) computes exactly the float
+    layer on the dequantized values."""
+    torch.manual_seed(0)
+    N = 300
+    ei = torch.randint(0, N, (2, 2500), device=device)
+    graph = gs.CSR.from_edge_index(ei, N) if kind == "gcn-csr" else ei
+    x = torch.randn(N, 32, device=device)
+    qx = gs.quantize(x, 8, True, 11)
+    xd = torch.as_tensor(gs.dequantize(qx), device=device)
+    Q, F = (qnn.GATConv, tnn.GATConv) if kind == "gat" else (qnn.GCNConv, tnn.GCNConv)
+    kw = dict(heads=4) if kind == "gat" else {}
+    q, f = _pair(Q, F, device, bits=8, **kw)
+    yq, yf = q(qx, graph), f(xd, graph)
+    assert rel(yq, yf) < 0.06
+    yq.square().sum().backward()
+    yf.square().sum().backward()
+    for (n, pq), (_, pf) in zip(q.named_parameters(), f.named_parameters()):
+        assert rel(pq.grad, pf.grad) < 0.12, n
+    q4, f4 = _pair(Q, F, device, bits=4, **kw)
+    assert rel(q4(qx, graph), f4(xd, graph)) < 0.6
+    qn, fn = _pair(Q, F, device, bits=None, **kw)
+    assert torch.equal(qn(qx, graph), fn(xd, graph))
+
+
+def test_train_quantizes_input_once():
+    """run_once with a quantized first layer replaces t["x"] by the features quantized once at the
+    chosen width (so the run holds no float32 copy); quant_input=False keeps the float32 features;
+    both train, reproducibly, and differently (one rounding of x against one per step)."""
+    sycl_or_skip()
+    from gnnsparse.quant import QTensor
+    from gnnsparse.train.data import quick
+    from gnnsparse.train.loop import fresh_graph, prepare, run_once
+
+    t0 = prepare(quick(0), torch.device("cpu"), "gat", edge_index=False)
+    x = t0["x"]
+    losses = {}
+    for qin in (True, False, True):
+        t = fresh_graph(t0)
+        r = run_once(t, "gat", "gnnsparse", epochs=2, quant="8", quant_input=qin)
+        assert isinstance(t["x"], QTensor) == qin and t0["x"] is x
+        if qin:
+            assert t["x"].bits == 8 and t["x"].shape == tuple(x.shape)
+        assert np.isfinite(r.losses).all() and r.quant_bits == 8
+        losses.setdefault(qin, []).append(r.loss_bits)
+    assert losses[True][0] == losses[True][1] and losses[True][0] != losses[False][0]
+
+
 def test_bits_checked():
     with pytest.raises(ValueError, match="bits"):
         qnn.GCNConv(4, 4, bits=6)
 
 
 def test_train_quant_cli(capsys):
-    """`train --quick --quant`: Error_X printed and the choice made from it (checked with NumPy on the
-    same captured tensor), the quantized run next to the float32 one, seeded runs bitwise equal."""
+    """`train --quick --quant`: Error_X printed and the choice made from it before training, the
+    quantized run next to the float32 one, seeded runs bitwise equal."""
     sycl_or_skip()
     from gnnsparse import train as T
 

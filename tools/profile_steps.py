@@ -187,6 +187,18 @@ def _train_step(net, opt, t):
     return step
 
 
+def _run_graph(t0, quant):
+    """t0 for one run, as `gnnsparse train` gives it: a fresh graph object (gnnsparse.train.loop.fresh_graph)
+    and, with quant (the first layer's bits), the input features quantized once (a QTensor, seed 0)."""
+    from gnnsparse.quant import quantize
+    from gnnsparse.train.loop import fresh_graph
+
+    t = fresh_graph(t0)
+    if quant:
+        t["x"] = quantize(t0["x"], quant, True, 0)
+    return t
+
+
 def _train_net(model, t, init, quant):
     """`gnnsparse train`'s model (hidden 128, 4 heads, dropout 0.5; quant: None or the first layer's
     bits) with the weights `init`, on t's device, and its Adam optimizer."""
@@ -194,7 +206,7 @@ def _train_net(model, t, init, quant):
 
     net = Net(model, "gnnsparse", t["x"].shape[1], 128, t["num_classes"], heads=4, dropout=0.5, quant=quant)
     net.load_state_dict(init)
-    net = net.to(t["x"].device)
+    net = net.to(t["y"].device)
     return net, torch.optim.Adam(net.parameters(), lr=0.01)
 
 
@@ -252,7 +264,7 @@ def epoch(size="arxiv", model="gcn", reps=5, runs=("float32", "int8"), variants=
     once per variant ("NAME=VALUE,..." environment settings for the run, e.g. the CUDA tuning knobs;
     "" = as set): the first variant also prints the top kernels and each sparse launch in order."""
     from gnnsparse.train import data as tdata
-    from gnnsparse.train.loop import fresh_graph, initial_state, prepare
+    from gnnsparse.train.loop import initial_state, prepare
 
     dev = torch.device("cuda")
     sizes = tdata.PRODUCTS if size == "products" else tdata.ARXIV
@@ -273,7 +285,7 @@ def epoch(size="arxiv", model="gcn", reps=5, runs=("float32", "int8"), variants=
         os.environ.update(dict(kv.split("=", 1) for kv in variant.split(",") if kv))
         for run in runs:
             quant = 8 if run == "int8" else None
-            t = fresh_graph(t0)
+            t = _run_graph(t0, quant)
             net, opt = _train_net(model, t, init, quant)
 
             def ep(net=net, opt=opt, x=t["x"], y=t["y"], tr=t["train"], A=t["csr"]):
@@ -620,7 +632,7 @@ def peak(size="products", model="gat", top=16):
     import gc
 
     from gnnsparse.train import data as tdata
-    from gnnsparse.train.loop import fresh_graph, initial_state, prepare
+    from gnnsparse.train.loop import initial_state, prepare
 
     dev = torch.device("cuda")
     nd = tdata.products_like(0, dev) if size == "products" else tdata.arxiv_like(0)
@@ -628,7 +640,10 @@ def peak(size="products", model="gat", top=16):
     init = initial_state(model, t0, 128, 4, 0, 0.5, None)
     mib = 2**20
     for quant in (None, 8):
-        t = fresh_graph(t0)
+        t = _run_graph(t0, quant)
+        host_x = None
+        if quant:  # as `gnnsparse train --quant`: the float32 features off the device during the run
+            host_x, t0["x"] = t0["x"].cpu(), None
         net, opt = _train_net(model, t, init, quant)
         step = _train_step(net, opt, t)
         step()
@@ -672,6 +687,8 @@ def peak(size="products", model="gat", top=16):
         del net, opt, t, snap, events, live, best_live
         gc.collect()
         torch.cuda.empty_cache()
+        if host_x is not None:
+            t0["x"] = host_x.to(dev)
 
 
 def ops(top=8):
@@ -716,7 +733,7 @@ def host(models=("gat", "gcn"), device="cuda", steps=20, lines=0):
     from torch.utils._python_dispatch import TorchDispatchMode
 
     from gnnsparse.train import data as tdata
-    from gnnsparse.train.loop import fresh_graph, initial_state, prepare
+    from gnnsparse.train.loop import initial_state, prepare
 
     dev = torch.device(device)
     cuda = dev.type == "cuda"
@@ -743,7 +760,7 @@ def host(models=("gat", "gcn"), device="cuda", steps=20, lines=0):
         t0 = prepare(nd, dev, model, edge_index=False)
         init = initial_state(model, t0, 128, 4, 0, 0.5, None)
         for quant in (None, 8):
-            t = fresh_graph(t0)
+            t = _run_graph(t0, quant)
             net, opt = _train_net(model, t, init, quant)
             step = _train_step(net, opt, t)
             for _ in range(4):

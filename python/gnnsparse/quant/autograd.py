@@ -64,7 +64,18 @@ def next_seed() -> int:
 
 
 def _q(t, bits):
+    """q(t) at `bits`, stochastic rounding with a fresh seed. A QTensor (a layer input quantized once,
+    e.g. the input features of `gnnsparse train --quant 8`) is taken as it is at its own width, and
+    requantized from its values at another width."""
+    if isinstance(t, QTensor):
+        if t.bits == bits:
+            return t
+        t = t.dequantize()
     return quantize(t.detach().contiguous(), bits, True, next_seed(), check=False)
+
+
+def _device_of(x):
+    return x.data.device if isinstance(x, QTensor) else x.device
 
 
 def _scale(*qs):
@@ -235,7 +246,8 @@ def gcn_layer(A, AT, x: torch.Tensor, weight: torch.Tensor, bits: int, scales: L
     """A (x W^T) with every operand quantized and no quantize pass between the products: the int8
     GEMM's scale pass writes q(x W^T) for the SpMM (delayed scale "h"), and in the backward the
     SpMM over A^T writes q(dh) for both GEMMs of the weight and input gradients (delayed scale
-    "dh"). Saved for the backward: q(x) and q(W) only. Differentiable in x and weight."""
+    "dh"). Saved for the backward: q(x) and q(W) only. Differentiable in x and weight; x may be a
+    QTensor (quantized once, e.g. input features: taken as it is, no gradient)."""
     return _GCNLayer.apply(x, weight, A, AT, bits, scales)
 
 
@@ -259,7 +271,7 @@ class _GATProject(torch.autograd.Function):
         handle.qx, handle.qz = qx, QTensor(qz.data, qz.scale, qz.bits, (n, heads, HC // heads), qz.seed, qz.stochastic)
         _save_q(ctx, qx, qw)
         ctx.handle = handle
-        token = x.new_empty(0)  # carries the dependency: gat_aggregate's backward runs first
+        token = torch.empty(0, device=_device_of(x))  # carries the dependency: gat_aggregate's backward runs first
         return token
 
     @staticmethod
@@ -277,7 +289,8 @@ class _GATProject(torch.autograd.Function):
 def gat_project(x: torch.Tensor, weight: torch.Tensor, heads: int, bits: int, scales: LayerScales):
     """(token, handle): q(x W^T) written by the int8 GEMM's scale pass (delayed scale "z"), as
     handle.qz (n, heads, C), for gat_aggregate; token (an empty tensor) links the two in autograd,
-    the gradient q(dz) comes back through the handle. Differentiable in x and weight."""
+    the gradient q(dz) comes back through the handle. Differentiable in x and weight; x may be a
+    QTensor (quantized once: taken as it is, no gradient)."""
     handle = _Handle()
     token = _GATProject.apply(x, weight, heads, bits, scales, handle)
     return token, handle
@@ -287,6 +300,8 @@ class _GATLogits(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, wa, handle):
         _save_q(ctx, handle.qx, extra=(wa,))
+        if isinstance(x, QTensor):  # x quantized once: the logits from its values, in row blocks
+            return _rows_matmul(x, wa.t())
         return x @ wa.t()
 
     @staticmethod
@@ -304,10 +319,22 @@ class _GATLogits(torch.autograd.Function):
         return dx, dwa, None
 
 
-def gat_logits(x: torch.Tensor, wa: torch.Tensor, handle) -> torch.Tensor:
+def _rows_matmul(q: QTensor, b: torch.Tensor) -> torch.Tensor:
+    """dequantize(q) @ b (q: (n, k), b: (k, m) float32) in blocks of rows, each block widened to
+    float32 on its own: no float32 copy of the whole of q."""
+    x8 = q.int8().reshape(q.rows, q.C)
+    rows = x8.shape[0] if x8.numel() <= _ACT_WHOLE else max(1, _ACT_WHOLE // max(1, q.C))
+    out = torch.empty(x8.shape[0], b.shape[1], dtype=b.dtype, device=b.device)
+    for r0 in range(0, x8.shape[0], rows):
+        torch.mm(x8[r0:r0 + rows].to(b.dtype), b, out=out[r0:r0 + rows])
+    return out.mul_(q.scale[:1])
+
+
+def gat_logits(x, wa: torch.Tensor, handle) -> torch.Tensor:
     """x wa^T in float32 (wa: (k, in), e.g. the attention vectors folded into the weight, so the
     logits need no float32 projection); the backward takes dwa from the saved q(x) of
-    gat_project's handle. Differentiable in x and wa."""
+    gat_project's handle. Differentiable in x and wa. x may be a QTensor (quantized once, the same
+    one gat_project took): the logits then come from its values, and x has no gradient."""
     return _GATLogits.apply(x, wa, handle)
 
 

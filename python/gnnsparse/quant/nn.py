@@ -4,9 +4,11 @@ linear transformation, the aggregation and GAT's attention logits run by gnnspar
 
 Same parameters (names, shapes, initialization) as the float layers, so a state_dict moves between
 them. `bits` (8 or 4; None = the float layer) can be changed between steps, which is how the
-Error_X rule of `gnnsparse train --quant` sets it after the first epoch. Per Tango, what stays in
-float32: the attention softmax (and its dropout), the weight update (the optimizer's), and the
-layer before the output softmax (the train command keeps its second layer in float32).
+Error_X rule of `gnnsparse train --quant` sets it before training. A layer that quantizes takes
+its input x as a float tensor or as a QTensor (features quantized once: taken as they are). Per
+Tango, what stays in float32: the attention softmax (and its dropout), the weight update (the
+optimizer's), and the layer before the output softmax (the train command keeps its second layer
+in float32).
 
     GCNConv   q(h) = q(x) q(W)^T (int8 GEMM, its scale pass writing q(h));  out = A_norm q(h) + b
               (quantized SpMM)
@@ -37,6 +39,7 @@ from ..torch import functional as gf
 from ..torch import nn as tnn
 from ..torch.graph import GraphTensors, self_loops
 from . import autograd as qa
+from ._tensor import QTensor
 
 __all__ = ["GCNConv", "GATConv", "gcn_operators"]
 
@@ -156,6 +159,22 @@ def gcn_operators(graph: CSR, like: Tensor) -> GCNOperators:
     return ops
 
 
+def _float_input(x, bits):
+    """x as the layer takes it: a QTensor input (quantized once, e.g. `gnnsparse train --quant 8`'s
+    input features) stays quantized when the layer quantizes (bits set), and is dequantized for the
+    float layer (bits None)."""
+    return x.dequantize() if isinstance(x, QTensor) and bits is None else x
+
+
+def _dequantized(x):
+    return x.dequantize() if isinstance(x, QTensor) else x
+
+
+def _like(x):
+    """A tensor on x's device with x's rows (x's data for a QTensor): what graph conversions read."""
+    return x.data if isinstance(x, QTensor) else x
+
+
 class GCNConv(tnn.GCNConv):
     """gnnsparse.torch.nn.GCNConv with a quantized linear transformation and aggregation."""
 
@@ -169,8 +188,9 @@ class GCNConv(tnn.GCNConv):
         """As gnnsparse.torch.nn.GCNConv.forward, with x W and the aggregation on `bits`-bit operands
         (the float path when bits is None, or for trainable edge weights)."""
         bits = self.bits
+        x = _float_input(x, bits)
         if self._lean(x, edge_index, edge_weight):  # a CSR: operators without GraphTensors (gcn_operators)
-            ops = edge_index if isinstance(edge_index, GCNOperators) else gcn_operators(edge_index, x)
+            ops = edge_index if isinstance(edge_index, GCNOperators) else gcn_operators(edge_index, _like(x))
             if bits is None:  # lin(x) with zero columns at an odd width on CUDA (tnn._head_width)
                 out = tnn._project_aggregate(x, self.lin, self.out_channels, lambda h: qa.spmm_float(ops.A, ops.AT, h))
             else:
@@ -178,11 +198,11 @@ class GCNConv(tnn.GCNConv):
             return out + self.bias if self.bias is not None else out
         if (bits is None or isinstance(x, (tuple, list))
                 or (edge_weight is not None and edge_weight.requires_grad and torch.is_grad_enabled())):
-            return super().forward(x, edge_index, edge_weight)
+            return super().forward(_dequantized(x), edge_index, edge_weight)
         if self.cached and self._cached_graph is not None:
             g = self._cached_graph
         else:
-            g = self._norm(tnn.graph_of(edge_index, x), edge_weight, x.dtype)
+            g = self._norm(tnn.graph_of(edge_index, _like(x)), edge_weight, torch.float32)
             if self.cached:
                 self._cached_graph = g
         A, AT, _ = self._ops.get(g, values=True)
@@ -196,7 +216,7 @@ class GCNConv(tnn.GCNConv):
         GCNOperators), no edge weights, PyG's default normalization (self loops, not improved)."""
         if isinstance(graph, GCNOperators):
             return True
-        return (isinstance(graph, CSR) and graph.val is None and edge_weight is None and isinstance(x, Tensor)
+        return (isinstance(graph, CSR) and graph.val is None and edge_weight is None and isinstance(x, (Tensor, QTensor))
                 and self.normalize and self.add_self_loops and not self.improved
                 and graph.shape[0] == graph.shape[1] == x.shape[0])
 
@@ -224,14 +244,15 @@ class GATConv(tnn.GATConv):
         one step keeping nothing per edge for the backward (gnnsparse.quant.autograd.gat_attend);
         with it, the weights are formed in the logits' storage, dropped out and saved."""
         bits = self.bits
-        if (bits is None or not isinstance(x, Tensor) or self.lin is None or edge_attr is not None
+        x = _float_input(x, bits)
+        if (bits is None or not isinstance(x, (Tensor, QTensor)) or self.lin is None or edge_attr is not None
                 or self.res is not None or return_attention_weights is not None):
-            return super().forward(x, edge_index, edge_attr, size, return_attention_weights)
-        if x.dim() != 2:
+            return super().forward(_dequantized(x), edge_index, edge_attr, size, return_attention_weights)
+        if len(x.shape) != 2:
             raise ValueError("GATConv takes x of shape (N, F)")
         H, C = self.heads, self.out_channels
         n = x.shape[0]
-        g = tnn.graph_of(edge_index, x, n, n).with_val(None)
+        g = tnn.graph_of(edge_index, _like(x), n, n).with_val(None)
         if self.add_self_loops:
             g = tnn._derived(g, ("gat_loops",), lambda b: self_loops(b, "replace"))
         A, AT, perm = self._ops.get(g, values=False)

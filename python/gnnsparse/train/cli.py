@@ -61,9 +61,13 @@ def build_parser(prog: str = "gnnsparse train") -> _cli.ArgumentParser:
     p.add_argument("--quant", nargs="?", const="auto", choices=("auto", "8", "4"),
                    help="also train the model with quantized layers (gcn, gat; Tango, SC'23): int8 / int4 operands "
                         "with stochastic rounding in the first layer's GEMM, aggregation and attention logits, the "
-                        "second layer in float32; 'auto' (the default of --quant) picks the width after the first "
-                        "epoch: the smallest with Error_X < 0.3 on the first layer's output. Reports accuracy and "
-                        "epoch time against the float32 run")
+                        "second layer in float32; 'auto' (the default of --quant) picks the width before training: "
+                        "the smallest with Error_X < 0.3 on the first layer's output for the initial weights. The "
+                        "input features are quantized once at that width and only that copy is on the device "
+                        "during the run (--float-input: float32 features, quantized in every step). Reports "
+                        "accuracy, epoch time and peak memory against the float32 run")
+    p.add_argument("--float-input", action="store_true",
+                   help="--quant: keep the input features in float32 on the device and quantize them in every step")
     p.add_argument("--nproc", type=_cli.positive_int("--nproc"), default=1,
                    help="train over N processes with torch.distributed (gcn, gat): the graph's rows partitioned, "
                         "halo rows exchanged by all_to_all_single (NCCL on GPUs: one GPU per process; gloo on the "
@@ -203,10 +207,17 @@ def train(args) -> dict:
 
         if progress is not None:
             progress.start()
+        host_x = None
         try:
             tr = fresh_graph(t)  # each run builds (and is charged for) its own graph structures
             if fw == "quant":
-                r = run_once(tr, args.model, "gnnsparse", init=init, on_epoch=on_epoch, quant=quant, **kw)
+                qin = not getattr(args, "float_input", False)
+                if qin and t["x"].device.type != "cpu":
+                    # the run quantizes the features once and holds only that copy on the device: the
+                    # float32 one waits on the host meanwhile (tr holds the device copy until then)
+                    host_x, t["x"] = t["x"].cpu(), None
+                r = run_once(tr, args.model, "gnnsparse", init=init, on_epoch=on_epoch, quant=quant,
+                             quant_input=qin, **kw)
                 r.framework = "gnnsparse quantized" + (f" int{r.quant_bits}" if r.quant_bits else " (float)")
                 for line in scale_lines(tag, r):
                     out(line)
@@ -217,6 +228,8 @@ def train(args) -> dict:
         finally:
             if progress is not None:
                 progress.stop()
+            if host_x is not None:
+                tr, t["x"], host_x = None, host_x.to(device), None
         tr = None
         gc.collect()  # the run's model and graph structures, before the next run's peak is measured
         if device.type == "cuda":

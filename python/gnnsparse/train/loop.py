@@ -31,7 +31,7 @@ class RunResult:
     peak_mem: Optional[int] = None      # bytes, torch.cuda.max_memory_allocated over the run
     extra_mem: Optional[int] = None     # bytes above what was allocated before the run (data, model)
     loss_bits: str = ""                 # hex of the float32 losses: equal strings = identical runs
-    quant_bits: Optional[int] = None    # --quant: the first layer's bit width after the first epoch (None: float)
+    quant_bits: Optional[int] = None    # --quant: the first layer's bit width (None: float)
     quant_errors: dict = field(default_factory=dict)  # --quant auto: Error_X of the first layer's output per width
     quant_scales: dict = field(default_factory=dict)  # --quant: the delayed scales' statistics per produced tensor
     seed: Optional[int] = None          # the training seed (weights, dropout, rounding)
@@ -152,35 +152,47 @@ def initial_state(model: str, t: dict, hidden: int, heads: int, seed: int, dropo
 def run_once(t: dict, model: str, framework: str, *, epochs: int, hidden: int = 128, heads: int = 4, lr: float = 0.01,
              weight_decay: float = 0.0, dropout: float = 0.5, aggr: Optional[str] = None, seed: int = 0,
              init: Optional[dict] = None, on_epoch=None, quant: Optional[str] = None,
-             attn_dropout: float = 0.0) -> RunResult:
+             attn_dropout: float = 0.0, quant_input: bool = True) -> RunResult:
     """Train one model from `init` (or seeded weights) for `epochs` full-graph epochs.
 
     quant ("auto", "8" or "4"; gnnsparse GCN / GAT only): the first layer quantized (gnnsparse.quant.nn),
-    the second in float32. "auto" runs the first epoch with int8, then Tango's rule picks the first
-    layer's width from that epoch's output: the smallest of int4 / int8 with Error_X < 0.3 (float32
-    when neither is), recorded in the result (quant_bits, quant_errors)."""
+    the second in float32. "auto": Tango's rule picks the first layer's width from its output on the
+    initial weights (one int8 forward without gradients before training): the smallest of int4 / int8
+    with Error_X < 0.3 (float32 when neither is), recorded in the result (quant_bits, quant_errors).
+    quant_input (with a quantized first layer): the input features are quantized once, at that
+    width (stochastic rounding seeded by `seed`), and t["x"] is replaced by the QTensor before
+    training, so the run holds no float32 copy of them unless its caller does (`gnnsparse train`
+    does not: cli.py); False quantizes them in every step, as before 2026-12-08."""
     import torch
     import torch.nn.functional as F
 
-    device = t["x"].device
+    from ..quant import QTensor, quantize
+
+    x0 = t["x"]
+    device = (x0.data if isinstance(x0, QTensor) else x0).device
     qbits = None if quant is None else (8 if quant == "auto" else int(quant))
-    net = Net(model, framework, t["x"].shape[1], hidden, t["num_classes"], heads=heads, dropout=dropout, aggr=aggr,
+    net = Net(model, framework, x0.shape[1], hidden, t["num_classes"], heads=heads, dropout=dropout, aggr=aggr,
               quant=qbits, attn_dropout=attn_dropout)
     net.load_state_dict(init if init is not None else initial_state(model, t, hidden, heads, seed, dropout, aggr))
     net = net.to(device)
     graph = t["csr"] if framework == "gnnsparse" else t["edge_index"]
     opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay)
-    x, y, tr = t["x"], t["y"], t["train"]
     res = RunResult(framework, model, str(device), epochs)
     res.quant_bits = qbits
-    chosen: list = []
+    if quant == "auto":  # Tango's bit-width rule on the first layer's output for the initial weights
+        from ..quant import select_bits
 
-    def rule(m, i, o):  # Tango's bit-width rule on the first layer's output, as it is produced: the
-        from ..quant import select_bits  # output is not kept alive through the backward
-
-        chosen.append(select_bits(o.detach(), (4, 8), seed=seed))
-
-    hook = net.conv1.register_forward_hook(rule) if quant == "auto" else None
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            o = net.conv1(x0, graph)
+        res.quant_bits, res.quant_errors = select_bits(o, (4, 8), seed=seed)
+        del o
+        net.conv1.bits = res.quant_bits
+        net.conv1._scales = type(net.conv1._scales)()  # the probe's delayed-scale history is not training's
+    if quant is not None and quant_input and res.quant_bits is not None and not isinstance(x0, QTensor):
+        t["x"] = quantize(x0, res.quant_bits, True, seed)  # the float32 features go with the last reference
+    del x0
+    x, y, tr = t["x"], t["y"], t["train"]
     if device.type == "cuda":
         _sync(device)
         torch.cuda.reset_peak_memory_stats(device)
@@ -201,11 +213,6 @@ def run_once(t: dict, model: str, framework: str, *, epochs: int, hidden: int = 
         res.epoch_ms.append((time.perf_counter() - t0) * 1e3)
         losses.append(loss.detach())
         del loss  # its graph (ctx attributes of the step's Functions) would live through eval and the next forward
-        if hook is not None:  # the width chosen on the first epoch's output, used from the second on
-            hook.remove()
-            hook = None
-            res.quant_bits, res.quant_errors = chosen[0]
-            net.conv1.bits = res.quant_bits
         net.eval()
         with torch.no_grad():
             pred = net(x, graph).argmax(1)
