@@ -87,7 +87,20 @@ def test_layers_take_quantized_input(device, kind):
     Q, F = (qnn.GATConv, tnn.GATConv) if kind == "gat" else (qnn.GCNConv, tnn.GCNConv)
     kw = dict(heads=4) if kind == "gat" else {}
     q, f = _pair(Q, F, device, bits=8, **kw)
-    yq, yf = q(qx, graph), f(xd, graph)
+    from gnnsparse.quant import autograd as qa
+
+    quantized = []  # the shapes the layer quantizes: its weight, never the QTensor input again
+    real = qa.quantize
+
+    def spy(t, *a, **k):
+        quantized.append(tuple(t.shape))
+        return real(t, *a, **k)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(qa, "quantize", spy)
+        yq = q(qx, graph)
+    assert quantized and tuple(x.shape) not in quantized, quantized
+    yf = f(xd, graph)
     assert rel(yq, yf) < 0.06
     yq.square().sum().backward()
     yf.square().sum().backward()

@@ -179,6 +179,10 @@ def run_once(t: dict, model: str, framework: str, *, epochs: int, hidden: int = 
     opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay)
     res = RunResult(framework, model, str(device), epochs)
     res.quant_bits = qbits
+    if device.type == "cuda":  # the run's memory from here on: the width rule's forward and the
+        _sync(device)          # quantization of the features count too
+        torch.cuda.reset_peak_memory_stats(device)
+        base = torch.cuda.memory_allocated(device)
     if quant == "auto":  # Tango's bit-width rule on the first layer's output for the initial weights
         from ..quant import select_bits
 
@@ -193,10 +197,6 @@ def run_once(t: dict, model: str, framework: str, *, epochs: int, hidden: int = 
         t["x"] = quantize(x0, res.quant_bits, True, seed)  # the float32 features go with the last reference
     del x0
     x, y, tr = t["x"], t["y"], t["train"]
-    if device.type == "cuda":
-        _sync(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        base = torch.cuda.memory_allocated(device)
     torch.manual_seed(seed + 1)  # dropout masks: the same sequence in every run with this seed
     losses = []
     for epoch in range(epochs):
