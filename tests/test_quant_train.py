@@ -135,6 +135,16 @@ def test_train_quantizes_input_once():
     assert losses[True][0] == losses[True][1] and losses[True][0] != losses[False][0]
 
 
+def test_quantized_gat_keeps_attention_dropout():
+    """`train --quant --attn-dropout p`: the quantized GAT's layers get the float model's attention
+    dropout (both layers), not none."""
+    from gnnsparse.train.models import Net
+
+    for quant in (None, 8):
+        net = Net("gat", "gnnsparse", 16, 32, 4, heads=4, quant=quant, attn_dropout=0.3)
+        assert net.conv1.dropout == 0.3 and net.conv2.dropout == 0.3, quant
+
+
 def test_bits_checked():
     with pytest.raises(ValueError, match="bits"):
         qnn.GCNConv(4, 4, bits=6)

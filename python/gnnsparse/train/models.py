@@ -62,8 +62,9 @@ class Net(torch.nn.Module):
             else:
                 if hidden % heads:
                     raise ValueError(f"GAT: hidden ({hidden}) must be a multiple of heads ({heads})")
-                self.conv1 = Q.GATConv(in_channels, hidden // heads, heads=heads, add_self_loops=False, bits=quant)
-                self.conv2 = L.GATConv(hidden, out_channels, heads=1, add_self_loops=False)
+                self.conv1 = Q.GATConv(in_channels, hidden // heads, heads=heads, add_self_loops=False, bits=quant,
+                                       dropout=attn_dropout)
+                self.conv2 = L.GATConv(hidden, out_channels, heads=1, add_self_loops=False, dropout=attn_dropout)
         elif kind == "gcn":
             self.conv1 = L.GCNConv(in_channels, hidden, cached=True)
             self.conv2 = L.GCNConv(hidden, out_channels, cached=True)
