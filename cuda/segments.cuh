@@ -64,10 +64,6 @@ __device__ __forceinline__ void hub_pieces(const I* __restrict__ rowptr, const H
   }
 }
 
-// The slot (0 or 1) that a hub row has in one of its segments: 1 in the segment where it starts
-// when it starts inside it (it holds that segment's last entry), else 0 (it holds the segment's
-// first entry). Its partial state there is in slot 2 s + that slot (hub_fold_row).
-
 // Sets *flag when some row is longer than thr (plain stores of the same value; the flag only
 // lets the hub kernels return at once, it never touches results).
 template <class I>
@@ -122,7 +118,9 @@ __device__ __forceinline__ void hub_fold_row(const typename Cmb::Params& p, cons
   const int64_t W = Cmb::width(p);
   const unsigned CT = W < NTH ? static_cast<unsigned>(W) : unsigned(NTH), P = NTH / CT;
   const unsigned c0 = g.segment_of(k0), n = g.segment_of(k1 - 1) - c0 + 1;  // the row's segments c0 .. c0 + n - 1
-  // the row's slot in its first segment: 1 when the row starts inside it (hub_slot), 0 in every later one
+  // the row's slot in each of its segments s (its partial state is in slot 2 s + slot): 1 in its
+  // first segment when it starts inside it (it holds that segment's last entry), else 0 (it holds
+  // the segment's first entry)
   const int64_t first_slot = (k0 & (g.seg - 1)) != 0 ? 1 : 0;
   const unsigned ut = static_cast<unsigned>(t), part = ut / CT;
   for (int64_t cb = 0; cb < W; cb += CT) {
